@@ -1,0 +1,22 @@
+# Coppelius: compile a GPT-2 training run into one admitted plan, write it as a host ELF, run it.
+#   snakemake --cores 2                          # cpu target, tiny model, defaults of config/config.yaml
+#   snakemake --cores 2 --config target=h200 model=small
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/prepare.smk"
+include: "workflow/rules/init.smk"
+include: "workflow/rules/plan.smk"
+
+
+rule all:
+    input:
+        out("plan.json"),
+        out("init.ckpt"),
+        out("tokens/train.bin"),

@@ -1,0 +1,210 @@
+"""The workflow configuration: validated against the JSON schema, then checked for meaning.
+
+Everything a user can get wrong here is refused in one line naming the key and the value.
+Ratios are held as exact Fractions; the resolved configuration is plain data that the
+canonical encoding digests.
+"""
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from .errors import CoppeliusError
+from .model import DIMENSIONS, Model, preset
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+TARGETS_DIR = ROOT / "config" / "targets"
+RATIOS = ("lr", "beta1", "beta2", "eps", "weight_decay")
+
+
+@dataclass(frozen=True)
+class Learner:
+    lr: Fraction
+    beta1: Fraction
+    beta2: Fraction
+    eps: Fraction
+    weight_decay: Fraction
+    loss_scale: int
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in RATIOS + ("loss_scale",)}
+
+
+@dataclass(frozen=True)
+class Run:
+    steps: int
+    batch: int
+    interval: int
+    keep: int
+    eval_contexts: int
+    staging_bytes: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Config:
+    target: dict
+    model: Model
+    learner: Learner
+    run: Run
+    seed: int
+    corpus: str | None
+    tokens: str | None
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def _schema_refusal(error: jsonschema.ValidationError, source: str) -> CoppeliusError:
+    if error.validator == "additionalProperties":
+        known = sorted(error.schema["properties"])
+        extra = sorted(set(error.instance) - set(known))
+        return CoppeliusError(f"{source}: unknown key {extra[0]!r}; the keys are {', '.join(known)}")
+    if error.validator == "required":
+        return CoppeliusError(f"{source}: {error.message}; add it (config/config.yaml lists every key)")
+    key = _where(error)
+    value = error.instance
+    if error.validator == "enum":
+        return CoppeliusError(f"{source}: key {key!r} is {value!r}; choose one of {', '.join(map(str, error.validator_value))}")
+    if error.validator == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+        return CoppeliusError(f"{source}: key {key!r} is {value!r} ({type(value).__name__}); it must be {wanted}")
+    if error.validator in ("minimum", "maximum"):
+        word = "at least" if error.validator == "minimum" else "at most"
+        return CoppeliusError(f"{source}: key {key!r} is {value!r}; it must be {word} {error.validator_value}")
+    return CoppeliusError(f"{source}: key {key!r} is {value!r}; {error.message}")
+
+
+def ratio(key: str, value, source: str) -> Fraction:
+    try:
+        result = Fraction(str(value).strip()) if not isinstance(value, Fraction) else value
+    except (ValueError, ZeroDivisionError):
+        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; write a decimal or a fraction such as 3e-4 or 1/1000")
+    return result
+
+
+def _check(condition: bool, source: str, key: str, value, todo: str):
+    if not condition:
+        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; {todo}")
+
+
+def auto_staging_bytes(model: Model) -> int:
+    """A checkpoint moves in about 16 chunks: 1/16 of the payload, rounded up to 1 MiB, in [1, 256] MiB."""
+    mib = 1 << 20
+    payload = 12 * model.parameter_count
+    return min(256 * mib, max(mib, -(-payload // 16 // mib) * mib))
+
+
+def target_profile(name: str) -> dict:
+    return yaml.safe_load((TARGETS_DIR / f"{name}.yaml").read_text())
+
+
+def resolve(raw: dict, source: str = "config") -> Config:
+    """Validate a raw configuration (config.yaml merged with --config) and resolve it."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise _schema_refusal(errors[0], source)
+
+    dims = preset(raw["model"])
+    for key in DIMENSIONS:
+        if raw.get(key) is not None:
+            dims[key] = raw[key]
+    model = Model(**dims)
+    _check(model.vocab <= 65536, source, "vocab", model.vocab, "token ids are uint16: use at most 65536")
+    _check(model.width % model.heads == 0, source, "heads", model.heads,
+           f"it must divide width ({model.width}): choose heads among the divisors of {model.width}")
+
+    ratios = {k: ratio(k, raw[k], source) for k in RATIOS}
+    _check(ratios["lr"] > 0, source, "lr", raw["lr"], "it must be positive")
+    for beta in ("beta1", "beta2"):
+        _check(0 <= ratios[beta] < 1, source, beta, raw[beta], "it must lie in [0, 1)")
+    _check(ratios["eps"] > 0, source, "eps", raw["eps"], "it must be positive")
+    _check(ratios["weight_decay"] >= 0, source, "weight_decay", raw["weight_decay"], "it must be zero or positive")
+    scale = raw["loss_scale"]
+    _check(scale & (scale - 1) == 0, source, "loss_scale", scale, "it must be a power of two such as 1024")
+    _check(raw["steps"] % raw["interval"] == 0, source, "steps", raw["steps"],
+           f"it must be a multiple of interval ({raw['interval']}): change steps or interval")
+    staging = raw["staging_bytes"] or auto_staging_bytes(model)
+    _check(staging % 256 == 0, source, "staging_bytes", staging, "it must be a multiple of 256")
+    _check(not (raw.get("corpus") and raw.get("tokens")), source, "tokens", raw.get("tokens"),
+           "give either corpus or tokens, not both")
+
+    return Config(
+        target=target_profile(raw["target"]),
+        model=model,
+        learner=Learner(**ratios, loss_scale=scale),
+        run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "eval_contexts")}, staging_bytes=staging),
+        seed=raw["seed"],
+        corpus=raw.get("corpus"),
+        tokens=raw.get("tokens"),
+    )
+
+
+def load(path: str | Path, overrides: dict | None = None) -> Config:
+    """Read a configuration file (YAML or JSON), apply KEY=VALUE overrides, and resolve it."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise CoppeliusError(f"{path}: cannot read the configuration ({e.strerror}); give an existing file")
+    except yaml.YAMLError as e:
+        raise CoppeliusError(f"{path}: not valid YAML or JSON ({str(e).splitlines()[0]}); fix the file")
+    if not isinstance(raw, dict):
+        raise CoppeliusError(f"{path}: the configuration is {type(raw).__name__}, not a mapping of keys; fix the file")
+    return resolve(raw | (overrides or {}), source=str(path))
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """KEY=VALUE from the command line, with YAML typing as Snakemake's --config does."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise CoppeliusError(f"command line: override {text!r} has no '='; write KEY=VALUE")
+    return key, yaml.safe_load(value) if value else None
+
+
+def resolved_dict(config: Config) -> dict:
+    """The resolved configuration as canonical plain data (what rules hand to stages)."""
+    return {
+        "target": config.target["name"],
+        "model": config.model.as_dict(),
+        "learner": config.learner.as_dict(),
+        "run": config.run.as_dict(),
+        "seed": config.seed,
+        "corpus": config.corpus,
+        "tokens": config.tokens,
+    }
+
+
+def dump_json(config: Config) -> str:
+    from .canonical import encode
+    return encode(resolved_dict(config)).decode()
+
+
+def from_resolved(data: dict) -> Config:
+    """Rebuild a Config from resolved_dict's output (results/TARGET/config.json)."""
+    learner = data["learner"]
+    return Config(
+        target=target_profile(data["target"]),
+        model=Model(**{k: data["model"][k] for k in DIMENSIONS}),
+        learner=Learner(**{k: Fraction(learner[k]) for k in RATIOS}, loss_scale=learner["loss_scale"]),
+        run=Run(**data["run"]),
+        seed=data["seed"],
+        corpus=data["corpus"],
+        tokens=data["tokens"],
+    )
+
+
+def read_resolved(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        return from_resolved(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CoppeliusError(f"{path}: not a resolved configuration ({e}); regenerate it with `snakemake`")

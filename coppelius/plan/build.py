@@ -1,0 +1,169 @@
+"""Stage 3, plan: configuration -> the whole run as data.
+
+The plan holds the arena (every plane), the host buffers, the pieces (every launch and copy of
+every submission), the ring order, the host program, and the contracts that the checkpoint,
+token stream and result record must meet. Everything is a pure function of the configuration;
+the target enters only through its alignment and arch.
+"""
+
+from .. import canonical
+from ..config import Config
+from ..formats import checkpoint
+from ..learner import f32_word, step_size_exact
+from .arena import Plane, align, lay_out
+from .graph import Piece, Step
+from .kernels import KERNELS
+from .program import host_program
+
+FORMAT = "coppelius-plan"
+VERSION = 1
+
+
+def parameter_tensors(model) -> dict:
+    tensors, offset = {}, 0
+    for name, shape, decay in model.tensors():
+        count = 1
+        for d in shape:
+            count *= d
+        tensors[name] = {"shape": list(shape), "offset": offset, "count": count, "decay": decay}
+        offset += count
+    return tensors
+
+
+def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
+    B, T, C, L, NH, Vp, P = batch, model.context, model.width, model.layers, model.heads, model.vocab_padded, model.parameter_count
+    step = lambda name, dtype, *shape: Plane(name, dtype, shape, "step")  # noqa: E731
+    return [
+        Plane("params", "f32", (P,), "persistent"), Plane("m", "f32", (P,), "persistent"),
+        Plane("v", "f32", (P,), "persistent"), Plane("weights", "f16", (P,), "persistent"),
+        step("tokens", "i32", B, T), step("targets", "i32", B, T),
+        step("encoded", "f16", B, T, C),
+        step("ln1", "f16", L, B, T, C), step("ln1_mean", "f32", L, B, T), step("ln1_rstd", "f32", L, B, T),
+        step("qkv", "f16", L, B, T, 3 * C), step("atty", "f16", L, B, T, C), step("att_lse", "f32", L, B, NH, T),
+        step("attproj", "f16", L, B, T, C), step("residual2", "f16", L, B, T, C),
+        step("ln2", "f16", L, B, T, C), step("ln2_mean", "f32", L, B, T), step("ln2_rstd", "f32", L, B, T),
+        step("fch", "f16", L, B, T, 4 * C), step("fch_gelu", "f16", L, B, T, 4 * C),
+        step("fcproj", "f16", L, B, T, C), step("residual3", "f16", L, B, T, C),
+        step("lnf", "f16", B, T, C), step("lnf_mean", "f32", B, T), step("lnf_rstd", "f32", B, T),
+        step("logits", "f16", B, T, Vp), step("losses", "f32", B, T), step("predictions", "i32", B, T),
+        step("grads", "f16", P), step("flag", "i32", 1),
+        step("dlogits", "f16", B, T, Vp), step("dresidual", "f16", B, T, C), step("dbtc", "f16", B, T, C),
+        step("dbt3c", "f16", B, T, 3 * C), step("dbt4c", "f16", B, T, 4 * C), step("dbt4c_gelu", "f16", B, T, 4 * C),
+        Plane("staging", "u8", (staging_bytes,), "transfer"),
+    ]
+
+
+def host_buffers(batch: int, context: int, staging_bytes: int) -> tuple[dict, int]:
+    """The host's pinned memory: one block, buffers at 256-byte aligned offsets."""
+    n = batch * context
+    sizes = [("staging", staging_bytes), ("context", 4 * (n + 1)), ("step_losses", 4 * n), ("step_flag", 4),
+             ("report_losses", 4 * n), ("report_predictions", 4 * n)]
+    buffers, cursor = {}, 0
+    for name, size in sizes:
+        buffers[name] = {"offset": cursor, "bytes": size}
+        cursor = align(cursor + size, 256)
+    return buffers, cursor
+
+
+def chunks(payload_bytes: int, staging_bytes: int) -> list[tuple[int, int]]:
+    """(payload offset, bytes) of each checkpoint chunk, in order."""
+    return [(o, min(staging_bytes, payload_bytes - o)) for o in range(0, payload_bytes, staging_bytes)]
+
+
+def part_spans(offset: int, nbytes: int, part_bytes: int):
+    """Split payload bytes [offset, offset+nbytes) into (part, offset in part, staging offset, bytes)."""
+    end = offset + nbytes
+    for i, part in enumerate(checkpoint.PARTS):
+        lo, hi = max(offset, i * part_bytes), min(end, (i + 1) * part_bytes)
+        if lo < hi:
+            yield part, lo - i * part_bytes, lo - offset, hi - lo
+
+
+def build_plan(config: Config) -> dict:
+    model, run, learner = config.model, config.run, config.learner
+    alignment = config.target["alignment"]
+    laid, arena_bytes = lay_out(planes_for(model, run.batch, run.staging_bytes), alignment)
+    planes = {p.name: p for p in laid}
+    tensors = parameter_tensors(model)
+    buffers, host_bytes = host_buffers(run.batch, model.context, run.staging_bytes)
+    step = Step(model, planes, tensors, run.batch, learner)
+    n = run.batch * model.context
+    part_bytes = 4 * model.parameter_count
+    payload_chunks = chunks(3 * part_bytes, run.staging_bytes)
+
+    pieces = []
+    init = Piece("initialize")
+    for p in laid:
+        init.memset(step.at(p.name), p.bytes)
+    pieces.append(init)
+    for k, (offset, nbytes) in enumerate(payload_chunks):
+        stage, scatter = Piece(f"load_stage_{k}"), Piece(f"load_scatter_{k}")
+        stage.h2d("staging", 0, step.at("staging"), nbytes)
+        for part, part_offset, staging_offset, span in part_spans(offset, nbytes, part_bytes):
+            scatter.d2d({"plane": "staging", "offset": staging_offset}, {"plane": part, "offset": part_offset}, span)
+        pieces += [stage, scatter]
+
+    def take_context(piece: Piece):
+        piece.h2d("context", 0, step.at("tokens"), 4 * n)
+        piece.h2d("context", 4, step.at("targets"), 4 * n)
+
+    forward = Piece("forward")
+    take_context(forward)
+    forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
+    step.forward(forward, with_predictions=True)
+    pieces.append(forward)
+
+    update = Piece("update")
+    take_context(update)
+    update.memset(step.at("flag"), 4)
+    step.forward(update, with_predictions=False)
+    step.backward(update)
+    first_step = f32_word(step_size_exact(learner.lr, learner.beta1, learner.beta2, 1))
+    step.update(update, first_step)
+    update.d2h(step.at("losses"), "step_losses", 0, 4 * n)
+    update.d2h(step.at("flag"), "step_flag", 0, 4)
+    pieces.append(update)
+
+    for k, (offset, nbytes) in enumerate(payload_chunks):
+        gather = Piece(f"gather_{k}")
+        for part, part_offset, staging_offset, span in part_spans(offset, nbytes, part_bytes):
+            gather.d2d({"plane": part, "offset": part_offset}, {"plane": "staging", "offset": staging_offset}, span)
+        gather.d2h(step.at("staging"), "staging", 0, nbytes)
+        pieces.append(gather)
+
+    restore = Piece("restore")
+    restore.d2h(step.at("losses"), "report_losses", 0, 4 * n)
+    restore.d2h(step.at("predictions"), "report_predictions", 0, 4 * n)
+    pieces.append(restore)
+
+    ring = {p.name: i for i, p in enumerate(pieces)}
+    program, labels = host_program(ring, payload_chunks, run, n)
+    learner_dict = canonical.json.loads(canonical.encode(learner.as_dict()))
+    return {
+        "format": FORMAT, "version": VERSION,
+        "target": {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")},
+        "model": model.as_dict() | {"parameters": model.parameter_count, "flops_per_token": model.flops_per_token()},
+        "learner": learner_dict,
+        "run": run.as_dict() | {"tokens_per_step": n},
+        "tensors": tensors,
+        "arena": {"alignment": alignment, "bytes": arena_bytes, "planes": [p.as_dict() for p in laid]},
+        "host": {"bytes": host_bytes, "buffers": buffers},
+        "kernels": {name: [[n_, kind] for n_, kind in params] for name, params in sorted(KERNELS.items())},
+        "pieces": [p.as_dict() for p in pieces],
+        "ring": [p.name for p in pieces],
+        "program": program,
+        "labels": labels,
+        "contracts": {
+            "checkpoint": {"model": model.as_dict(), "learner": learner_dict, "payload_bytes": 3 * part_bytes,
+                           "parts": list(checkpoint.PARTS), "chunks": [list(c) for c in payload_chunks]},
+            "tokens": {"vocab": model.vocab, "train_tokens_from_cursor": run.steps * n + 1,
+                       "predict_tokens": run.eval_contexts * n + 1, "context_tokens": n + 1},
+            "result": {"format": "coppelius-result", "version": 1, "steps": run.steps},
+        },
+    }
+
+
+def encode_plan(plan: dict) -> bytes:
+    return canonical.encode(plan) + b"\n"
+
+

@@ -1,0 +1,158 @@
+"""The launches of one training step, in llm.c's order: forward, backward, AdamW.
+
+`Step` knows where every tensor lives (arena planes, and the parameter tensors' offsets inside
+the flat weight planes) and appends launches to a piece. Arguments are plane references
+{"plane", "offset" (bytes)}, None for a null pointer, ints for integer scalars, and binary32
+bit patterns ("0x...") for float scalars.
+"""
+from fractions import Fraction
+
+from ..learner import f32_word, nearest_f32
+from .kernels import KERNELS, geometry
+
+
+class Piece:
+    """One submission's commands, in issue order."""
+
+    def __init__(self, name: str):
+        self.name, self.commands = name, []
+
+    def launch(self, kernel: str, **args):
+        names = [n for n, _ in KERNELS[kernel]]
+        assert set(args) == set(names), (kernel, set(names) ^ set(args))
+        scalars = {n: v for n, v in args.items() if isinstance(v, int)}
+        grid, block = geometry(kernel, scalars)
+        self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": 0,
+                              "args": [args[n] for n in names]})
+
+    def memset(self, ref: dict, nbytes: int):
+        self.commands.append({"op": "memset", "dst": ref, "bytes": nbytes, "value": 0})
+
+    def h2d(self, buffer: str, buffer_offset: int, ref: dict, nbytes: int):
+        self.commands.append({"op": "h2d", "src": {"buffer": buffer, "offset": buffer_offset}, "dst": ref, "bytes": nbytes})
+
+    def d2h(self, ref: dict, buffer: str, buffer_offset: int, nbytes: int):
+        self.commands.append({"op": "d2h", "src": ref, "dst": {"buffer": buffer, "offset": buffer_offset}, "bytes": nbytes})
+
+    def d2d(self, src: dict, dst: dict, nbytes: int):
+        self.commands.append({"op": "d2d", "src": src, "dst": dst, "bytes": nbytes})
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "commands": self.commands}
+
+
+class Step:
+    def __init__(self, model, planes: dict, tensors: dict, batch: int, learner):
+        self.m, self.planes, self.tensors, self.B, self.learner = model, planes, tensors, batch, learner
+        self.T, self.C, self.L, self.NH = model.context, model.width, model.layers, model.heads
+        self.V, self.Vp = model.vocab, model.vocab_padded
+        self.N = batch * model.context
+
+    def at(self, plane: str, elements: int = 0) -> dict:
+        p = self.planes[plane]
+        return {"plane": plane, "offset": elements * (p.bytes // p.count)}
+
+    def act(self, plane: str, layer: int) -> dict:
+        """Layer `layer`'s slice of a per-layer activation plane."""
+        p = self.planes[plane]
+        return self.at(plane, layer * (p.count // self.L))
+
+    def param(self, plane: str, name: str, layer: int | None = None) -> dict:
+        """A parameter tensor (or one layer's slice of it) inside a flat weight plane."""
+        offset, shape = self.tensors[name]["offset"], self.tensors[name]["shape"]
+        if layer is not None:
+            offset += layer * (self.tensors[name]["count"] // shape[0])
+        return self.at(plane, offset)
+
+    def forward(self, p: Piece, with_predictions: bool):
+        N, C, L = self.N, self.C, self.L
+        w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
+        p.launch("encoder_forward", out=self.at("encoded"), tokens=self.at("tokens"), wte=w("wte"), wpe=w("wpe"),
+                 B=self.B, T=self.T, C=C)
+        for l in range(L):
+            residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
+            p.launch("layernorm_forward", out=self.act("ln1", l), mean=self.act("ln1_mean", l), rstd=self.act("ln1_rstd", l),
+                     inp=residual, weight=w("ln1w", l), bias=w("ln1b", l), N=N, C=C)
+            p.launch("matmul_forward", out=self.act("qkv", l), inp=self.act("ln1", l), weight=w("qkvw", l),
+                     bias=w("qkvb", l), N=N, C=C, OC=3 * C)
+            p.launch("attention_forward", out=self.act("atty", l), lse=self.act("att_lse", l), qkv=self.act("qkv", l),
+                     B=self.B, T=self.T, C=C, NH=self.NH)
+            p.launch("matmul_forward", out=self.act("attproj", l), inp=self.act("atty", l), weight=w("attprojw", l),
+                     bias=w("attprojb", l), N=N, C=C, OC=C)
+            p.launch("residual_forward", out=self.act("residual2", l), inp1=residual, inp2=self.act("attproj", l), N=N * C)
+            p.launch("layernorm_forward", out=self.act("ln2", l), mean=self.act("ln2_mean", l), rstd=self.act("ln2_rstd", l),
+                     inp=self.act("residual2", l), weight=w("ln2w", l), bias=w("ln2b", l), N=N, C=C)
+            p.launch("matmul_forward", out=self.act("fch", l), inp=self.act("ln2", l), weight=w("fcw", l),
+                     bias=w("fcb", l), N=N, C=C, OC=4 * C)
+            p.launch("gelu_forward", out=self.act("fch_gelu", l), inp=self.act("fch", l), N=N * 4 * C)
+            p.launch("matmul_forward", out=self.act("fcproj", l), inp=self.act("fch_gelu", l), weight=w("fcprojw", l),
+                     bias=w("fcprojb", l), N=N, C=4 * C, OC=C)
+            p.launch("residual_forward", out=self.act("residual3", l), inp1=self.act("residual2", l),
+                     inp2=self.act("fcproj", l), N=N * C)
+        p.launch("layernorm_forward", out=self.at("lnf"), mean=self.at("lnf_mean"), rstd=self.at("lnf_rstd"),
+                 inp=self.act("residual3", L - 1), weight=w("lnfw"), bias=w("lnfb"), N=N, C=C)
+        p.launch("matmul_forward", out=self.at("logits"), inp=self.at("lnf"), weight=w("wte"), bias=None,
+                 N=N, C=C, OC=self.Vp)
+        p.launch("crossentropy_forward", losses=self.at("losses"), logits=self.at("logits"), targets=self.at("targets"),
+                 N=N, V=self.V, Vp=self.Vp)
+        if with_predictions:
+            p.launch("argmax_forward", predictions=self.at("predictions"), logits=self.at("logits"),
+                     N=N, V=self.V, Vp=self.Vp)
+
+    def backward(self, p: Piece):
+        N, C, L = self.N, self.C, self.L
+        w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
+        g = lambda name, l=None: self.param("grads", name, l)  # noqa: E731
+        scale = nearest_f32(Fraction(self.learner.loss_scale, N))
+        p.launch("crossentropy_backward", dlogits=self.at("dlogits"), logits=self.at("logits"), targets=self.at("targets"),
+                 N=N, V=self.V, Vp=self.Vp, scale=f32_word(scale))
+        p.launch("matmul_backward_weight", dweight=g("wte"), dbias=None, dout=self.at("dlogits"), inp=self.at("lnf"),
+                 N=N, C=C, OC=self.Vp, accumulate=0)
+        p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),
+                 N=N, C=C, OC=self.Vp)
+        p.memset(self.at("dresidual"), self.planes["dresidual"].bytes)
+        p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("lnfw"), dbias=g("lnfb"), dout=self.at("dbtc"),
+                 inp=self.act("residual3", L - 1), weight=w("lnfw"), mean=self.at("lnf_mean"), rstd=self.at("lnf_rstd"),
+                 N=N, C=C)
+        for l in reversed(range(L)):
+            residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
+            # the MLP: dresidual holds the gradient of residual3[l]
+            p.launch("matmul_backward_weight", dweight=g("fcprojw", l), dbias=g("fcprojb", l), dout=self.at("dresidual"),
+                     inp=self.act("fch_gelu", l), N=N, C=4 * C, OC=C, accumulate=0)
+            p.launch("matmul_backward_input", dinp=self.at("dbt4c"), dout=self.at("dresidual"), weight=w("fcprojw", l),
+                     N=N, C=4 * C, OC=C)
+            p.launch("gelu_backward", dinp=self.at("dbt4c_gelu"), inp=self.act("fch", l), dout=self.at("dbt4c"), N=N * 4 * C)
+            p.launch("matmul_backward_weight", dweight=g("fcw", l), dbias=g("fcb", l), dout=self.at("dbt4c_gelu"),
+                     inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)
+            p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c_gelu"), weight=w("fcw", l),
+                     N=N, C=C, OC=4 * C)
+            p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("ln2w", l), dbias=g("ln2b", l),
+                     dout=self.at("dbtc"), inp=self.act("residual2", l), weight=w("ln2w", l), mean=self.act("ln2_mean", l),
+                     rstd=self.act("ln2_rstd", l), N=N, C=C)
+            # attention: dresidual now holds the gradient of residual2[l]
+            p.launch("matmul_backward_weight", dweight=g("attprojw", l), dbias=g("attprojb", l), dout=self.at("dresidual"),
+                     inp=self.act("atty", l), N=N, C=C, OC=C, accumulate=0)
+            p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dresidual"), weight=w("attprojw", l),
+                     N=N, C=C, OC=C)
+            p.launch("attention_backward", dqkv=self.at("dbt3c"), dout=self.at("dbtc"), qkv=self.act("qkv", l),
+                     out=self.act("atty", l), lse=self.act("att_lse", l), B=self.B, T=self.T, C=C, NH=self.NH)
+            p.launch("matmul_backward_weight", dweight=g("qkvw", l), dbias=g("qkvb", l), dout=self.at("dbt3c"),
+                     inp=self.act("ln1", l), N=N, C=C, OC=3 * C, accumulate=0)
+            p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt3c"), weight=w("qkvw", l),
+                     N=N, C=C, OC=3 * C)
+            p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("ln1w", l), dbias=g("ln1b", l),
+                     dout=self.at("dbtc"), inp=residual, weight=w("ln1w", l), mean=self.act("ln1_mean", l),
+                     rstd=self.act("ln1_rstd", l), N=N, C=C)
+        p.launch("encoder_backward", dwte=g("wte"), dwpe=g("wpe"), dout=self.at("dresidual"), tokens=self.at("tokens"),
+                 B=self.B, T=self.T, C=C)
+
+    def update(self, p: Piece, step_size_word: str):
+        lr, wd, S = self.learner.lr, self.learner.weight_decay, self.learner.loss_scale
+        p.launch("nonfinite_check", flag=self.at("flag"), grads=self.at("grads"), N=self.m.parameter_count)
+        for name, t in self.tensors.items():
+            p.launch("adamw", params=self.param("params", name), m=self.param("m", name), v=self.param("v", name),
+                     grads=self.param("grads", name), half=self.param("weights", name), flag=self.at("flag"),
+                     N=t["count"], beta1=f32_word(nearest_f32(self.learner.beta1)),
+                     beta2=f32_word(nearest_f32(self.learner.beta2)),
+                     decay=f32_word(nearest_f32(lr * wd if t["decay"] else Fraction(0))),
+                     step_size=step_size_word, eps=f32_word(nearest_f32(self.learner.eps * S)))

@@ -1,0 +1,86 @@
+"""The kernel catalog: every kernel a plan can launch, with its parameter block layout.
+
+This is the ABI between the plan and every device: the CUDA kernels take these parameters in
+this order, and the cpu device decodes parameter blocks by it. A pointer parameter names the
+element type it points to; pointers are 8 bytes, scalars 4, each at its natural alignment.
+`out`-style parameters come first. `None` for a pointer argument is a null pointer.
+"""
+PTR_KINDS = {"f16*": "<f2", "f32*": "<f4", "i32*": "<i4"}
+SCALAR_KINDS = {"i32": "<i4", "u32": "<u4", "f32": "<f4"}
+
+KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
+    "encoder_forward": (("out", "f16*"), ("tokens", "i32*"), ("wte", "f16*"), ("wpe", "f16*"),
+                        ("B", "i32"), ("T", "i32"), ("C", "i32")),
+    # dwte += scatter-sum of dout by token; dwpe = sum of dout over the batch
+    "encoder_backward": (("dwte", "f16*"), ("dwpe", "f16*"), ("dout", "f16*"), ("tokens", "i32*"),
+                         ("B", "i32"), ("T", "i32"), ("C", "i32")),
+    "layernorm_forward": (("out", "f16*"), ("mean", "f32*"), ("rstd", "f32*"), ("inp", "f16*"),
+                          ("weight", "f16*"), ("bias", "f16*"), ("N", "i32"), ("C", "i32")),
+    # dinp += the input gradient (the residual stream's gradient accumulates); dweight, dbias written
+    "layernorm_backward": (("dinp", "f16*"), ("dweight", "f16*"), ("dbias", "f16*"), ("dout", "f16*"),
+                           ("inp", "f16*"), ("weight", "f16*"), ("mean", "f32*"), ("rstd", "f32*"),
+                           ("N", "i32"), ("C", "i32")),
+    "matmul_forward": (("out", "f16*"), ("inp", "f16*"), ("weight", "f16*"), ("bias", "f16*"),
+                       ("N", "i32"), ("C", "i32"), ("OC", "i32")),
+    "matmul_backward_input": (("dinp", "f16*"), ("dout", "f16*"), ("weight", "f16*"),
+                              ("N", "i32"), ("C", "i32"), ("OC", "i32")),
+    # dweight = dout^T inp (+ dweight when accumulate is 1); dbias = column sums of dout (if not null)
+    "matmul_backward_weight": (("dweight", "f16*"), ("dbias", "f16*"), ("dout", "f16*"), ("inp", "f16*"),
+                               ("N", "i32"), ("C", "i32"), ("OC", "i32"), ("accumulate", "u32")),
+    "attention_forward": (("out", "f16*"), ("lse", "f32*"), ("qkv", "f16*"),
+                          ("B", "i32"), ("T", "i32"), ("C", "i32"), ("NH", "i32")),
+    "attention_backward": (("dqkv", "f16*"), ("dout", "f16*"), ("qkv", "f16*"), ("out", "f16*"), ("lse", "f32*"),
+                           ("B", "i32"), ("T", "i32"), ("C", "i32"), ("NH", "i32")),
+    "gelu_forward": (("out", "f16*"), ("inp", "f16*"), ("N", "i32")),
+    "gelu_backward": (("dinp", "f16*"), ("inp", "f16*"), ("dout", "f16*"), ("N", "i32")),
+    "residual_forward": (("out", "f16*"), ("inp1", "f16*"), ("inp2", "f16*"), ("N", "i32")),
+    "crossentropy_forward": (("losses", "f32*"), ("logits", "f16*"), ("targets", "i32*"),
+                             ("N", "i32"), ("V", "i32"), ("Vp", "i32")),
+    # dlogits = (softmax - onehot) * scale; scale = loss_scale / N for the mean loss
+    "crossentropy_backward": (("dlogits", "f16*"), ("logits", "f16*"), ("targets", "i32*"),
+                              ("N", "i32"), ("V", "i32"), ("Vp", "i32"), ("scale", "f32")),
+    "argmax_forward": (("predictions", "i32*"), ("logits", "f16*"), ("N", "i32"), ("V", "i32"), ("Vp", "i32")),
+    # flag = 1 if any gradient is not finite (the piece zeroes flag first); no atomics: every writer writes 1
+    "nonfinite_check": (("flag", "i32*"), ("grads", "f16*"), ("N", "i32")),
+    # skipped when *flag; writes the fp16 copy of the updated master weights. step_size and eps are
+    # the step words: adjacent, step_size patched every step.
+    "adamw": (("params", "f32*"), ("m", "f32*"), ("v", "f32*"), ("grads", "f16*"), ("half", "f16*"),
+              ("flag", "i32*"), ("N", "i32"), ("beta1", "f32"), ("beta2", "f32"), ("decay", "f32"),
+              ("step_size", "f32"), ("eps", "f32")),
+    "cast_half": (("out", "f16*"), ("inp", "f32*"), ("N", "i32")),
+}
+
+THREADS = 256
+
+
+def elements(kernel: str, s: dict) -> int:
+    """The number of independent work items a launch covers, from its scalar arguments."""
+    if kernel in ("encoder_forward", "encoder_backward"):
+        return s["B"] * s["T"] * s["C"]
+    if kernel in ("layernorm_forward", "layernorm_backward", "crossentropy_forward",
+                  "crossentropy_backward", "argmax_forward"):
+        return s["N"]
+    if kernel == "matmul_forward" or kernel == "matmul_backward_input":
+        return s["N"] * (s["OC"] if kernel == "matmul_forward" else s["C"])
+    if kernel == "matmul_backward_weight":
+        return s["OC"] * s["C"]
+    if kernel in ("attention_forward", "attention_backward"):
+        return s["B"] * s["NH"] * s["T"]
+    return s["N"]
+
+
+def geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int]]:
+    """(grid, block) of a launch: one thread per work item, 256 threads a block."""
+    n = max(1, elements(kernel, scalars))
+    return [-(-n // THREADS), 1, 1], [THREADS, 1, 1]
+
+
+def param_layout(kernel: str) -> tuple[list[tuple[str, str, int]], int]:
+    """[(name, kind, byte offset)] and the block size, by the CUDA ABI's natural alignment."""
+    layout, offset = [], 0
+    for name, kind in KERNELS[kernel]:
+        size = 8 if kind in PTR_KINDS else 4
+        offset = -(-offset // size) * size
+        layout.append((name, kind, offset))
+        offset += size
+    return layout, -(-offset // 8) * 8

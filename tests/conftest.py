@@ -1,0 +1,42 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU tests skip cleanly where no CUDA device is present."""
+    from coppelius.runtime.probe import cuda_device_count
+    if cuda_device_count() > 0:
+        return
+    skip = pytest.mark.skip(reason="no CUDA device on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def copy_clone(dest: Path) -> Path:
+    """A copy of the tracked (and untracked, not ignored) working tree, like a fresh clone."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for rel in files:
+        if (ROOT / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "snakemake"
+    return subprocess.run([str(exe), "--cores", "2", *args], cwd=workdir, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=1800)
+
+
+@pytest.fixture
+def clone(tmp_path):
+    return copy_clone(tmp_path / "clone")

@@ -1,0 +1,23 @@
+"""The workflow on fresh copies of the repository: plans for the GPU targets on this CPU-only
+machine, nothing to do on a second run, identical plan bytes across directories, and config
+refusals in one line before any job runs."""
+from conftest import copy_clone, snakemake
+
+
+def test_gpu_target_plans_identical_across_clones(tmp_path):
+    first, second = copy_clone(tmp_path / "one"), copy_clone(tmp_path / "elsewhere" / "two")
+    for target in ("gb10", "rtx3090"):
+        for clone in (first, second):
+            run = snakemake(clone, "--config", f"target={target}", "--", f"results/{target}/plan.json")
+            assert run.returncode == 0, run.stderr[-3000:]
+        assert (first / f"results/{target}/plan.json").read_bytes() == (second / f"results/{target}/plan.json").read_bytes()
+    again = snakemake(first, "--config", "target=gb10", "--", "results/gb10/plan.json")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_bad_config_refused_before_any_job(clone):
+    run = snakemake(clone, "--config", "steps=301")
+    lines = [l for l in run.stderr.splitlines() if "coppelius:" in l]
+    assert run.returncode != 0 and lines == [
+        "coppelius: config: key 'steps' is 301; it must be a multiple of interval (100): change steps or interval"]
+    assert not (clone / "results").exists()

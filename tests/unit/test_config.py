@@ -1,0 +1,63 @@
+"""Every kind of configuration refusal, with its one-line message."""
+import pytest
+import yaml
+
+from coppelius.config import ROOT, load, resolve
+from coppelius.errors import CoppeliusError
+
+DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def refusal(**overrides) -> str:
+    with pytest.raises(CoppeliusError) as caught:
+        resolve(DEFAULTS | overrides)
+    message = str(caught.value)
+    print(message)
+    assert "\n" not in message
+    return message
+
+
+def test_defaults_resolve_exactly():
+    config = resolve(DEFAULTS)
+    assert config.target["name"] == "cpu" and config.model.vocab == 256
+    assert str(config.learner.lr) == "3/1000" and config.learner.loss_scale == 1024
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"colour": "red"}, "unknown key 'colour'"),
+    ({"steps": "many"}, "key 'steps' is 'many' (str); it must be integer"),
+    ({"batch": 1.5}, "key 'batch' is 1.5"),
+    ({"target": "tpu"}, "key 'target' is 'tpu'; choose one of cpu, h200, rtx3090, gb10"),
+    ({"model": "gpt5"}, "key 'model' is 'gpt5'"),
+    ({"steps": 301}, "key 'steps' is 301; it must be a multiple of interval (100)"),
+    ({"heads": 5}, "key 'heads' is 5; it must divide width (64)"),
+    ({"loss_scale": 1000}, "key 'loss_scale' is 1000; it must be a power of two"),
+    ({"vocab": 70000}, "key 'vocab' is 70000; token ids are uint16"),
+    ({"lr": "fast"}, "key 'lr' is 'fast'; write a decimal or a fraction"),
+    ({"lr": "-1/10"}, "key 'lr' is '-1/10'; it must be positive"),
+    ({"beta2": "1"}, "key 'beta2' is '1'; it must lie in [0, 1)"),
+    ({"steps": 0}, "key 'steps' is 0; it must be at least 1"),
+    ({"corpus": "a.txt", "tokens": "b.bin"}, "give either corpus or tokens"),
+])
+def test_refusals_name_key_and_value(overrides, expected):
+    assert expected in refusal(**overrides)
+
+
+def test_ratios_are_exact():
+    config = resolve(DEFAULTS | {"lr": 0.0003, "beta1": "0.9", "eps": "1/1000"})
+    assert (config.learner.lr.numerator, config.learner.lr.denominator) == (3, 10000)
+    assert config.learner.beta1.denominator == 10 and config.learner.eps.denominator == 1000
+
+
+def test_model_overrides_apply():
+    config = resolve(DEFAULTS | {"width": 96, "heads": 3})
+    assert config.model.width == 96 and config.model.head_size == 32
+
+
+def test_unreadable_config_file(tmp_path):
+    with pytest.raises(CoppeliusError, match="cannot read the configuration"):
+        load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(CoppeliusError, match="not a mapping"):
+        load(bad)

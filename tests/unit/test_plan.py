@@ -1,0 +1,66 @@
+"""The plan: planes aligned and disjoint where their lifetimes meet; deterministic bytes."""
+import itertools
+
+import pytest
+import yaml
+
+from coppelius.config import ROOT, resolve
+from coppelius.plan.arena import lifetimes_meet
+from coppelius.plan.build import build_plan, encode_plan
+from coppelius.plan.kernels import KERNELS
+
+DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+CASES = [("cpu", "tiny", 8), ("h200", "small", 16), ("gb10", "tiny", 4), ("rtx3090", "gpt2-124m", 4)]
+
+
+def plan_for(target, model, batch):
+    return build_plan(resolve(DEFAULTS | {"target": target, "model": model, "batch": batch}))
+
+
+@pytest.mark.parametrize("target, model, batch", CASES)
+def test_planes_aligned_and_disjoint_where_lifetimes_meet(target, model, batch):
+    plan = plan_for(target, model, batch)
+    planes = plan["arena"]["planes"]
+    for p in planes:
+        assert p["offset"] % 256 == 0, p["name"]
+        assert p["offset"] + p["bytes"] <= plan["arena"]["bytes"]
+    overlaps = 0
+    for a, b in itertools.combinations(planes, 2):
+        disjoint = a["offset"] + a["bytes"] <= b["offset"] or b["offset"] + b["bytes"] <= a["offset"]
+        if lifetimes_meet(a["lifetime"], b["lifetime"]):
+            assert disjoint, (a["name"], b["name"])
+        else:
+            overlaps += not disjoint
+    assert overlaps > 0  # the staging plane does share bytes with per-step planes
+
+
+def test_launch_arguments_match_the_catalog_and_land_in_planes():
+    plan = plan_for("cpu", "tiny", 8)
+    planes = {p["name"]: p for p in plan["arena"]["planes"]}
+    launches = [c for piece in plan["pieces"] for c in piece["commands"] if c["op"] == "launch"]
+    assert len(launches) > 50
+    for launch in launches:
+        kinds = [k for _, k in KERNELS[launch["kernel"]]]
+        assert len(kinds) == len(launch["args"])
+        for kind, arg in zip(kinds, launch["args"]):
+            if kind.endswith("*") and arg is not None:
+                assert 0 <= arg["offset"] < planes[arg["plane"]]["bytes"], (launch["kernel"], arg)
+
+
+def test_plan_bytes_are_identical_across_runs():
+    assert encode_plan(plan_for("h200", "small", 16)) == encode_plan(plan_for("h200", "small", 16))
+
+
+def test_pieces_and_program_cover_the_run():
+    plan = plan_for("cpu", "tiny", 8)
+    names = plan["ring"]
+    chunks = plan["contracts"]["checkpoint"]["chunks"]
+    assert names[0] == "initialize" and names[-1] == "restore"
+    assert sum(n.startswith("load_stage_") for n in names) == len(chunks) == sum(n.startswith("gather_") for n in names)
+    covered = 0
+    for offset, size in chunks:  # the chunks tile the payload in order
+        assert offset == covered
+        covered += size
+    assert covered == plan["contracts"]["checkpoint"]["payload_bytes"] == 12 * 120_576
+    ops = [op for op, _ in plan["program"]]
+    assert ops.count("checkpoint-publish") == 1 and "operation" in ops and ops[-1] == "end"

@@ -13,10 +13,17 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/init.smk"
 include: "workflow/rules/plan.smk"
+include: "workflow/rules/realize.smk"
+include: "workflow/rules/admit.smk"
+include: "workflow/rules/elf.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
 
 
+# The cpu target runs end to end; the GPU targets build up to their plans until their CUDA
+# kernels are realized.
 rule all:
     input:
-        out("plan.json"),
-        out("init.ckpt"),
+        out("report/summary.md") if TARGET == "cpu" else out("plan.json"),
+        out("evaluate/result.json") if TARGET == "cpu" else out("init.ckpt"),
         out("tokens/train.bin"),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import canonical
 from .errors import CoppeliusError
-from .formats.publish import Publication, publish_bytes
+from .formats.publish import Publication, publish_bytes, publish_link
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -87,16 +87,7 @@ class Store:
 
     def materialize(self, digest: str, dest: str | Path) -> None:
         """Place an artifact at dest: a hard link into the store where possible, else a copy."""
-        dest = Path(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        os.close(fd)
-        os.unlink(temporary)
-        try:
-            os.link(self.object_path(digest), temporary)
-        except OSError:
-            shutil.copyfile(self.object_path(digest), temporary)
-        os.replace(temporary, dest)
+        publish_link(self.object_path(digest), dest)
 
 
 def action_key(stage: str, code: list[str], config, inputs: dict[str, str], target: str, tools: dict) -> str:

@@ -38,14 +38,45 @@ def _plan(a):
         print(show(data["arena"]["planes"], data["arena"]["bytes"]))
 
 
-COMMANDS = {}
+def _realize(a):
+    from .stages import realize
+    log.info("realize: key %s", realize(a.config, a.plan, a.out))
 
 
-def command(name, help_text):
-    def register(fn):
-        COMMANDS[name] = (fn, help_text)
-        return fn
-    return register
+def _tables(a):
+    from .stages import tables
+    log.info("tables: key %s", tables(a.config, a.realization, a.out))
+
+
+def _admit(a):
+    from .stages import admit
+    admit(a.config, a.plan, a.realization, a.tables, a.out)
+
+
+def _elf(a):
+    from .stages import elf
+    log.info("elf: key %s", elf(a.config, a.plan, a.realization, a.tables, a.certificate, a.out))
+
+
+def _run(a):
+    from .runtime.interpreter import run
+    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation)
+    if a.operation == "train":
+        log.info("run: %d steps, first loss %.4f, last %.4f, %d skipped, %.0f tokens/s; published %s",
+                 len(record["steps"]), record["steps"][0]["loss"], record["steps"][-1]["loss"], record["skipped"],
+                 record["tokens_per_second"], record["published"][-1] if record["published"] else "nothing")
+    else:
+        log.info("run: predicted %d contexts, mean loss %.4f", len(record["predict"]), record["mean_loss"])
+
+
+def _report(a):
+    from .report import report
+    report(a.train, a.evaluate, a.plan, a.out)
+
+
+def _inspect(a):
+    from .inspect import describe
+    print("\n".join(describe(a.file)))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,8 +107,47 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--show", action="store_true", help="print the arena, one row a plane")
     s.set_defaults(fn=_plan)
 
-    for name, (fn, help_text) in COMMANDS.items():
-        fn(sub.add_parser(name, help=help_text))
+    s = sub.add_parser("realize", help="plan -> program image, launch table, command stream, ring")
+    s.add_argument("--config", required=True)
+    s.add_argument("--plan", required=True)
+    s.add_argument("--out", required=True, help="folder for the realization's files")
+    s.set_defaults(fn=_realize)
+
+    s = sub.add_parser("tables", help="realization -> realized tables")
+    s.add_argument("--config", required=True)
+    s.add_argument("--realization", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(fn=_tables)
+
+    s = sub.add_parser("admit", help="static checks -> certificate, or a refusal")
+    s.add_argument("--config", required=True)
+    s.add_argument("--plan", required=True)
+    s.add_argument("--realization", required=True)
+    s.add_argument("--tables", required=True)
+    s.add_argument("--out")
+    s.set_defaults(fn=_admit)
+
+    s = sub.add_parser("elf", help="admitted artifacts -> host ELF")
+    for name in ("config", "plan", "realization", "tables", "certificate", "out"):
+        s.add_argument(f"--{name}", required=True)
+    s.set_defaults(fn=_elf)
+
+    s = sub.add_parser("run", help="run a host ELF: train, or predict only")
+    s.add_argument("host_elf")
+    s.add_argument("--checkpoint", required=True)
+    s.add_argument("--tokens", required=True)
+    s.add_argument("--out", required=True, help="folder for checkpoints, predictions and result.json")
+    s.add_argument("--operation", default="train", choices=["train", "predict"])
+    s.set_defaults(fn=_run)
+
+    s = sub.add_parser("report", help="result records -> loss plot, summary, arena map")
+    for name in ("train", "evaluate", "plan", "out"):
+        s.add_argument(f"--{name}", required=True)
+    s.set_defaults(fn=_report)
+
+    s = sub.add_parser("inspect", help="describe a host ELF, checkpoint, token stream or result record")
+    s.add_argument("file")
+    s.set_defaults(fn=_inspect)
     return p
 
 

@@ -1,12 +1,14 @@
 """Each stage keyed through the content-addressed store: what the `coppelius STAGE` commands
 and the Snakemake rules call. A stage's key covers its code, the part of the configuration it
 reads, its inputs' digests, the target and tool versions (coppelius.cas)."""
+import logging
 from pathlib import Path
 
 from . import canonical, cas
 from .config import Config, read_resolved, resolved_dict
 from .formats.publish import publish_bytes
 
+log = logging.getLogger("coppelius")
 CORE = ["canonical.py", "cas.py", "errors.py", "config.py", "model.py", "formats"]
 CODE = {
     "prepare": CORE + ["prepare.py"],
@@ -57,3 +59,107 @@ def plan(config_path: str, out: str) -> str:
         "plan", code=CODE["plan"], config=subset | {"target": target}, inputs={}, target=config.target["name"],
         outputs={"plan": out}, manifest=manifest_path(config, "plan"),
         build=lambda o: publish_bytes(o["plan"], encode_plan(build_plan(config))))
+
+
+CODE |= {
+    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py"],
+    "tables": CORE + ["realize/tables.py", "plan/kernels.py"],
+    "admit": CORE + ["admit", "plan/kernels.py", "learner.py"],
+    "elf": CORE,
+}
+
+
+def _files(directory: str, names) -> dict[str, str]:
+    return {name: str(Path(directory) / f"{name}.bin") for name in names}
+
+
+def _read_all(paths: dict[str, str]) -> dict[str, bytes]:
+    return {name: Path(p).read_bytes() for name, p in paths.items()}
+
+
+def _load_plan(path: str) -> dict:
+    import json
+    return json.loads(Path(path).read_text())
+
+
+def tools(target: dict) -> dict:
+    """Versions of the tools a target's build runs (for GPU targets: NVRTC)."""
+    return {"numpy": __import__("numpy").__version__} if target["arch"] == "numpy" else {}
+
+
+def realize(config_path: str, plan_path: str, out_dir: str) -> str:
+    from .realize import ARTIFACTS, realize as build
+    config = read_resolved(config_path)
+
+    def produce(out):
+        for name, data in build(_load_plan(plan_path), config.target).items():
+            publish_bytes(out[name], data)
+    return cas.run_stage("realize", code=CODE["realize"], config={"target": config.target},
+                         inputs={"plan": plan_path}, target=config.target["name"], tools=tools(config.target),
+                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config, "realize"))
+
+
+def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
+    from .realize import ARTIFACTS as REALIZED
+    from .realize.tables import ARTIFACTS, realized_tables
+    config = read_resolved(config_path)
+    inputs = _files(realize_dir, REALIZED)
+
+    def produce(out):
+        for name, data in realized_tables(Path(inputs["launches"]).read_bytes(), Path(inputs["ring"]).read_bytes()).items():
+            publish_bytes(out[name], data)
+    return cas.run_stage("tables", code=CODE["tables"], config={}, inputs=inputs, target=config.target["name"],
+                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config, "tables"))
+
+
+def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, out: str | None) -> dict:
+    """Admit or refuse; print every check. The certificate is written only for an admitted plan."""
+    from .admit import admit as check, refusal_of
+    from .realize import ARTIFACTS as REALIZED
+    from .realize.tables import ARTIFACTS as TABLES
+    config = read_resolved(config_path)
+    realization, realized = _files(realize_dir, REALIZED), _files(tables_dir, TABLES)
+    certificate = {}
+
+    def produce(o):
+        certificate.update(check(_load_plan(plan_path), _read_all(realization), _read_all(realized), config.target))
+        if (error := refusal_of(certificate)) is not None:
+            raise error
+        publish_bytes(o["certificate"], canonical.encode(certificate) + b"\n")
+    outputs = {"certificate": out or str(Path(tables_dir).parent / "certificate.json")}
+    try:
+        cas.run_stage("admit", code=CODE["admit"], config={"target": config.target},
+                      inputs={"plan": plan_path, **realization, **realized}, target=config.target["name"],
+                      outputs=outputs, build=produce, manifest=manifest_path(config, "admit"))
+    finally:
+        if certificate:
+            for outcome in certificate["checks"]:
+                log.info("%-7s %-22s %s", "passed" if outcome["passed"] else "FAILED", outcome["check"], outcome["detail"])
+    import json
+    return json.loads(Path(outputs["certificate"]).read_text())
+
+
+def host_machine_of(target: dict) -> str:
+    from .formats.elf import host_machine
+    return host_machine() if target["host_machine"] == "build" else target["host_machine"]
+
+
+def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, certificate_path: str, out: str) -> str:
+    from .formats.elf import write_host_elf
+    from .realize import ARTIFACTS as REALIZED
+    from .realize.tables import ARTIFACTS as TABLES
+    config = read_resolved(config_path)
+    sections = {"plan": plan_path, "certificate": certificate_path,
+                **_files(realize_dir, REALIZED), **_files(tables_dir, TABLES)}
+    machine = host_machine_of(config.target)
+
+    def produce(o):
+        data = _read_all(sections)
+        identity = {"target": config.target["name"], "card": config.target["card"], "arch": config.target["arch"],
+                    "plan_sha256": canonical.sha256(data["plan"]),
+                    "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
+                    "certificate_sha256": canonical.sha256(data["certificate"])}
+        write_host_elf(o["elf"], machine, identity, data)
+    return cas.run_stage("elf", code=CODE["elf"], config={"machine": machine}, inputs=sections,
+                         target=config.target["name"], outputs={"elf": out}, build=produce,
+                         manifest=manifest_path(config, "elf"))

@@ -48,3 +48,19 @@ class Publication:
 def publish_bytes(path: str | Path, data: bytes) -> None:
     with Publication(path) as out:
         out.file.write(data)
+
+
+def publish_link(source: str | Path, path: str | Path) -> None:
+    """Make `path` name the same bytes as `source` (a hard link, else a copy), replacing atomically."""
+    import shutil
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    os.unlink(temporary)
+    try:
+        os.link(source, temporary)
+    except OSError:
+        shutil.copyfile(source, temporary)
+    os.replace(temporary, path)
+    fsync_directory(path.parent)

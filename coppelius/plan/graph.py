@@ -68,7 +68,7 @@ class Step:
         N, C, L = self.N, self.C, self.L
         w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
         p.launch("encoder_forward", out=self.at("encoded"), tokens=self.at("tokens"), wte=w("wte"), wpe=w("wpe"),
-                 B=self.B, T=self.T, C=C)
+                 B=self.B, T=self.T, C=C, Vp=self.Vp)
         for l in range(L):
             residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
             p.launch("layernorm_forward", out=self.act("ln1", l), mean=self.act("ln1_mean", l), rstd=self.act("ln1_rstd", l),
@@ -144,7 +144,7 @@ class Step:
                      dout=self.at("dbtc"), inp=residual, weight=w("ln1w", l), mean=self.act("ln1_mean", l),
                      rstd=self.act("ln1_rstd", l), N=N, C=C)
         p.launch("encoder_backward", dwte=g("wte"), dwpe=g("wpe"), dout=self.at("dresidual"), tokens=self.at("tokens"),
-                 B=self.B, T=self.T, C=C)
+                 B=self.B, T=self.T, C=C, Vp=self.Vp)
 
     def update(self, p: Piece, step_size_word: str):
         lr, wd, S = self.learner.lr, self.learner.weight_decay, self.learner.loss_scale

@@ -10,10 +10,10 @@ SCALAR_KINDS = {"i32": "<i4", "u32": "<u4", "f32": "<f4"}
 
 KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
     "encoder_forward": (("out", "f16*"), ("tokens", "i32*"), ("wte", "f16*"), ("wpe", "f16*"),
-                        ("B", "i32"), ("T", "i32"), ("C", "i32")),
+                        ("B", "i32"), ("T", "i32"), ("C", "i32"), ("Vp", "i32")),
     # dwte += scatter-sum of dout by token; dwpe = sum of dout over the batch
     "encoder_backward": (("dwte", "f16*"), ("dwpe", "f16*"), ("dout", "f16*"), ("tokens", "i32*"),
-                         ("B", "i32"), ("T", "i32"), ("C", "i32")),
+                         ("B", "i32"), ("T", "i32"), ("C", "i32"), ("Vp", "i32")),
     "layernorm_forward": (("out", "f16*"), ("mean", "f32*"), ("rstd", "f32*"), ("inp", "f16*"),
                           ("weight", "f16*"), ("bias", "f16*"), ("N", "i32"), ("C", "i32")),
     # dinp += the input gradient (the residual stream's gradient accumulates); dweight, dbias written
@@ -84,3 +84,53 @@ def param_layout(kernel: str) -> tuple[list[tuple[str, str, int]], int]:
         layout.append((name, kind, offset))
         offset += size
     return layout, -(-offset // 8) * 8
+
+
+# How each pointer parameter is used: read, written, or read and written (accumulated).
+ACCESS: dict[str, dict[str, str]] = {
+    "encoder_forward": {"out": "w", "tokens": "r", "wte": "r", "wpe": "r"},
+    "encoder_backward": {"dwte": "rw", "dwpe": "w", "dout": "r", "tokens": "r"},
+    "layernorm_forward": {"out": "w", "mean": "w", "rstd": "w", "inp": "r", "weight": "r", "bias": "r"},
+    "layernorm_backward": {"dinp": "rw", "dweight": "w", "dbias": "w", "dout": "r", "inp": "r", "weight": "r",
+                           "mean": "r", "rstd": "r"},
+    "matmul_forward": {"out": "w", "inp": "r", "weight": "r", "bias": "r"},
+    "matmul_backward_input": {"dinp": "w", "dout": "r", "weight": "r"},
+    "matmul_backward_weight": {"dweight": "w", "dbias": "w", "dout": "r", "inp": "r"},  # "rw" when accumulate
+    "attention_forward": {"out": "w", "lse": "w", "qkv": "r"},
+    "attention_backward": {"dqkv": "w", "dout": "r", "qkv": "r", "out": "r", "lse": "r"},
+    "gelu_forward": {"out": "w", "inp": "r"},
+    "gelu_backward": {"dinp": "w", "inp": "r", "dout": "r"},
+    "residual_forward": {"out": "w", "inp1": "r", "inp2": "r"},
+    "crossentropy_forward": {"losses": "w", "logits": "r", "targets": "r"},
+    "crossentropy_backward": {"dlogits": "w", "logits": "r", "targets": "r"},
+    "argmax_forward": {"predictions": "w", "logits": "r"},
+    "nonfinite_check": {"flag": "rw", "grads": "r"},
+    "adamw": {"params": "rw", "m": "rw", "v": "rw", "grads": "r", "half": "w", "flag": "r"},
+    "cast_half": {"out": "w", "inp": "r"},
+}
+
+
+def extents(kernel: str, s: dict) -> dict[str, int]:
+    """The number of elements each pointer parameter covers, from the scalar arguments."""
+    if kernel in ("encoder_forward", "encoder_backward"):
+        B, T, C = s["B"], s["T"], s["C"]
+        return {"tokens": B * T, "out": B * T * C, "dout": B * T * C, "wte": s["Vp"] * C, "dwte": s["Vp"] * C,
+                "wpe": T * C, "dwpe": T * C}
+    if kernel.startswith("layernorm"):
+        N, C = s["N"], s["C"]
+        big = {k: N * C for k in ("out", "inp", "dinp", "dout")}
+        return {**big, "mean": N, "rstd": N, "weight": C, "bias": C, "dweight": C, "dbias": C}
+    if kernel.startswith("matmul"):
+        N, C, OC = s["N"], s["C"], s["OC"]
+        return {"out": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "weight": OC * C, "dweight": OC * C,
+                "bias": OC, "dbias": OC}
+    if kernel.startswith("attention"):
+        B, T, C, NH = s["B"], s["T"], s["C"], s["NH"]
+        return {"out": B * T * C, "dout": B * T * C, "qkv": B * T * 3 * C, "dqkv": B * T * 3 * C, "lse": B * NH * T}
+    if kernel.startswith("crossentropy") or kernel == "argmax_forward":
+        N, Vp = s["N"], s["Vp"]
+        return {"losses": N, "predictions": N, "targets": N, "logits": N * Vp, "dlogits": N * Vp}
+    if kernel == "nonfinite_check":
+        return {"flag": 1, "grads": s["N"]}
+    N = s["N"]
+    return {"flag": 1, **{name: N for name, kind in KERNELS[kernel] if kind in PTR_KINDS and name != "flag"}}

@@ -1,0 +1,24 @@
+"""Stage 4, realize: plan + target -> program image, launch table, command stream, ring."""
+from .. import canonical
+from .encode import encode_program
+
+ARTIFACTS = ("image", "launches", "relocations", "commands", "ring")
+
+
+def cpu_image(plan: dict) -> bytes:
+    """For the cpu target the image is the reference kernel manifest: which function runs each kernel."""
+    from pathlib import Path
+    package = Path(__file__).resolve().parent.parent
+    sources = {rel: canonical.sha256((package / rel).read_bytes())
+               for rel in ("kernels/reference.py", "runtime/cpu.py")}
+    return canonical.encode({"format": "coppelius-image", "version": 1, "kind": "numpy-reference", "arch": "numpy",
+                             "kernels": {name: f"coppelius.runtime.cpu.{name}" for name in sorted(plan["kernels"])},
+                             "sources": sources}) + b"\n"
+
+
+def realize(plan: dict, target: dict) -> dict[str, bytes]:
+    if target["arch"] != "numpy":
+        from ..errors import CoppeliusError
+        raise CoppeliusError(f"config: key 'target' is {target['name']!r}: its CUDA kernels ({target['arch']}) are "
+                             f"not realized yet; build this target up to its plan (results/{target['name']}/plan.json)")
+    return {"image": cpu_image(plan), **encode_program(plan)}

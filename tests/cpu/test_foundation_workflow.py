@@ -19,5 +19,5 @@ def test_bad_config_refused_before_any_job(clone):
     run = snakemake(clone, "--config", "steps=301")
     lines = [l for l in run.stderr.splitlines() if "coppelius:" in l]
     assert run.returncode != 0 and lines == [
-        "coppelius: config: key 'steps' is 301; it must be a multiple of interval (100): change steps or interval"]
+        "coppelius: config: key 'steps' is 301; it must be a multiple of interval (200): change steps or interval"]
     assert not (clone / "results").exists()

@@ -29,7 +29,7 @@ def test_defaults_resolve_exactly():
     ({"batch": 1.5}, "key 'batch' is 1.5"),
     ({"target": "tpu"}, "key 'target' is 'tpu'; choose one of cpu, h200, rtx3090, gb10"),
     ({"model": "gpt5"}, "key 'model' is 'gpt5'"),
-    ({"steps": 301}, "key 'steps' is 301; it must be a multiple of interval (100)"),
+    ({"steps": 301}, "key 'steps' is 301; it must be a multiple of interval (200)"),
     ({"heads": 5}, "key 'heads' is 5; it must divide width (64)"),
     ({"loss_scale": 1000}, "key 'loss_scale' is 1000; it must be a power of two"),
     ({"vocab": 70000}, "key 'vocab' is 70000; token ids are uint16"),

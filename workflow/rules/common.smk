@@ -14,6 +14,9 @@ TARGET = CONFIG.target["name"]
 COPPELIUS = f"{sys.executable} -m coppelius"
 
 
+TARGET_DIR = f"results/{TARGET}"
+
+
 def out(name):
     """A readable path under results/TARGET/."""
     return f"results/{TARGET}/{name}"

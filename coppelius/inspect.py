@@ -1,0 +1,36 @@
+"""`coppelius inspect FILE`: what a host ELF, checkpoint, token stream or result record holds."""
+from pathlib import Path
+
+from .errors import CoppeliusError
+from .formats import checkpoint, elf, result, tokens
+
+
+def describe(path: str) -> list[str]:
+    try:
+        head = Path(path).open("rb").read(8)
+    except OSError as e:
+        raise CoppeliusError(f"{path}: cannot read ({e.strerror}); give an existing file")
+    if head[:4] == b"\x7fELF":
+        return [f"{path}: host ELF"] + elf.describe(path)
+    if head == checkpoint.MAGIC:
+        h = checkpoint.read_header(path)
+        checkpoint.verify_payload(path, h)
+        m = h["model"]
+        return [f"{path}: checkpoint (payload verified)", f"step {h['step']}, cursor {h['cursor']}",
+                f"model: vocab {m['vocab']}, context {m['context']}, width {m['width']}, {m['layers']} layers, {m['heads']} heads",
+                f"learner: {', '.join(f'{k} {v}' for k, v in sorted(h['learner'].items()))}",
+                f"payload: {h['payload_bytes']:,} bytes, sha256 {h['payload_sha256']}"]
+    if int.from_bytes(head[:4], "little") == tokens.MAGIC:
+        count = tokens.read_header(path)
+        return [f"{path}: llm.c token stream", f"{count:,} tokens"]
+    if head[:1] == b"{":
+        r = result.read(path)
+        lines = [f"{path}: result record ({r['operation']}, {r['status']})"]
+        if r["steps"]:
+            lines.append(f"steps {r['steps'][0]['t']}..{r['steps'][-1]['t']}: loss {r['steps'][0]['loss']:.4f} -> "
+                         f"{r['steps'][-1]['loss']:.4f}, {r['skipped']} skipped, {r.get('tokens_per_second', 0):,.0f} tokens/s")
+        if r["predict"]:
+            lines.append(f"predicted {len(r['predict'])} contexts, mean loss {r['mean_loss']:.4f}")
+        return lines + [f"published: {p}" for p in r["published"]]
+    raise CoppeliusError(f"{path}: starts with {head!r}, not a host ELF, checkpoint, token stream or result record; "
+                         f"give one of those")

@@ -1,0 +1,59 @@
+"""Stage 9, report: result records -> loss curve (PNG), summary (Markdown), arena map (text)."""
+import math
+from pathlib import Path
+
+from .formats import result
+from .formats.publish import Publication, publish_bytes
+from .plan.arena import show
+
+
+def loss_plot(train: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    steps = [s["t"] for s in train["steps"] if not s["skipped"]]
+    losses = [s["loss"] for s in train["steps"] if not s["skipped"]]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(steps, losses, lw=1, label="train loss (per step)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title(f"{train['target']}: {len(train['steps'])} steps, {train.get('tokens_per_second', 0):,.0f} tokens/s")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    with Publication(path) as out:
+        fig.savefig(out.file, format="png", metadata={"Software": None})
+    plt.close(fig)
+
+
+def summary(train: dict, evaluation: dict, plan: dict) -> str:
+    first = train["steps"][0]["loss"] if train["steps"] else math.nan
+    last = train["steps"][-1]["loss"] if train["steps"] else math.nan
+    model = plan["model"]
+    rows = [
+        ("target", train["target"]),
+        ("model", f"vocab {model['vocab']}, context {model['context']}, width {model['width']}, "
+                  f"{model['layers']} layers, {model['heads']} heads, {model['parameters']:,} parameters"),
+        ("steps", f"{len(train['steps'])} (t {train['steps'][0]['t'] if train['steps'] else '-'}.."
+                  f"{train['steps'][-1]['t'] if train['steps'] else '-'}), {train['skipped']} skipped"),
+        ("tokens per step", f"{plan['run']['tokens_per_step']:,}"),
+        ("tokens/s", f"{train.get('tokens_per_second', 0):,.0f}"),
+        ("first step's train loss", f"{first:.4f}"),
+        ("last step's train loss", f"{last:.4f} ({100 * (first - last) / first:.1f}% below the first)"),
+        ("final forward loss (last context)", f"{train.get('final_loss', math.nan):.4f}"),
+        ("validation loss", f"{evaluation.get('mean_loss', math.nan):.4f} over {len(evaluation['predict'])} contexts"),
+        ("status", train["status"]),
+        ("checkpoints published", f"{len(train['published'])}"),
+    ]
+    lines = ["# Coppelius run summary", "", "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines) + "\n"
+
+
+def report(train_path: str, evaluate_path: str, plan_path: str, out_dir: str) -> None:
+    import json
+    train, evaluation = result.read(train_path), result.read(evaluate_path)
+    plan = json.loads(Path(plan_path).read_text())
+    out = Path(out_dir)
+    loss_plot(train, str(out / "loss.png"))
+    publish_bytes(out / "summary.md", summary(train, evaluation, plan).encode())
+    publish_bytes(out / "arena.txt", (show(plan["arena"]["planes"], plan["arena"]["bytes"]) + "\n").encode())

@@ -1,0 +1,271 @@
+"""The host-program interpreter: replays the plan's host program against a device.
+
+It reads only the host ELF and the files named on its command line; it never calls the
+planner. Everything a run needs is checked before the device is touched.
+"""
+import hashlib
+import json
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .. import canonical
+from ..errors import CoppeliusError
+from ..formats import checkpoint, result, tokens as token_file
+from ..formats.elf import host_machine, read_host_elf
+from ..formats.publish import Publication, publish_bytes, publish_link
+from ..learner import step_size_host
+
+SECTIONS = ("plan", "image", "launches", "relocations", "commands", "ring", "param_addresses", "step_words",
+            "ring_entries", "certificate")
+
+
+class Program:
+    """A host ELF, checked and decoded."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        elf = read_host_elf(path)
+        missing = [s for s in SECTIONS if s not in elf.sections]
+        if missing:
+            raise CoppeliusError(f"{path}: section .coppelius.{missing[0]} is missing; rebuild the host ELF with `snakemake`")
+        self.identity, self.sections, self.machine = elf.identity, elf.sections, elf.machine
+        self.plan = json.loads(self.sections["plan"])
+        self.sha256 = canonical.sha256(Path(path).read_bytes())
+
+
+def open_device(program: Program):
+    target = program.identity["target"]
+    if target == "cpu":
+        if program.machine != host_machine():
+            raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {host_machine()}; "
+                                 f"rebuild the cpu target here with `snakemake`")
+        from .cpu import CpuDevice
+        return CpuDevice()
+    from .probe import cuda_device_count
+    if target == "gb10" or cuda_device_count() == 0:
+        raise CoppeliusError(f"{program.path}: target is {target!r} ({program.identity['card']}) but no such card is "
+                             f"present on this machine; copy the host ELF to a {program.identity['card']} host and run "
+                             f"`coppelius run` there")
+    raise CoppeliusError(f"{program.path}: target is {target!r}: the CUDA device is not part of this build yet; "
+                         f"run the cpu target")
+
+
+class Run:
+    def __init__(self, program: Program, device, checkpoint_path: str, tokens_path: str, out_dir: str,
+                 operation: str, progress=None):
+        self.program, self.plan, self.device = program, program.plan, device
+        self.operation = operation
+        self.out = Path(out_dir)
+        self.checkpoint_path = Path(checkpoint_path)
+        self.tokens_path = Path(tokens_path)
+        self.progress = progress or (lambda record: None)
+        self.header = self._check_checkpoint()
+        self.stream = self._check_tokens()
+        self.buffers = self.plan["host"]["buffers"]
+        learner = {k: float(Fraction(v)) for k, v in self.plan["learner"].items() if k in ("lr", "beta1", "beta2")}
+        self.lr, self.beta1, self.beta2 = learner["lr"], learner["beta1"], learner["beta2"]
+        self.cursor, self.t = 0, 0
+        self.issued = set()
+        self.open_checkpoint = None
+        self.record = {"format": result.FORMAT, "version": result.VERSION, "operation": operation,
+                       "target": program.identity["target"], "plan_sha256": program.identity["plan_sha256"],
+                       "host_elf_sha256": program.sha256, "tokens_per_step": self.plan["run"]["tokens_per_step"],
+                       "checkpoint_in": {"path": str(self.checkpoint_path), "step": self.header["step"],
+                                         "cursor": self.header["cursor"]},
+                       "steps": [], "predict": [], "skipped": 0, "published": [], "status": "running"}
+
+    # ---------------------------------------------------------------- checks before any work
+    def _check_checkpoint(self) -> dict:
+        contract = self.plan["contracts"]["checkpoint"]
+        header = checkpoint.read_header(self.checkpoint_path)
+        checkpoint.check_matches(self.checkpoint_path, header, contract["model"], contract["learner"])
+        checkpoint.verify_payload(self.checkpoint_path, header)
+        return header
+
+    def _check_tokens(self) -> np.ndarray:
+        contract = self.plan["contracts"]["tokens"]
+        stream = token_file.read(self.tokens_path)
+        if self.operation == "train":
+            start, need = self.header["cursor"], contract["train_tokens_from_cursor"]
+        else:
+            start, need = 0, contract["predict_tokens"]
+        n = contract["context_tokens"] - 1
+        if start + need > len(stream):
+            raise CoppeliusError(
+                f"{self.tokens_path}: token count is {len(stream)}: from cursor {start} it holds "
+                f"{max(0, (len(stream) - start - 1) // n)} contexts of {n} tokens and the run needs "
+                f"{(need - 1) // n}; use a longer stream or fewer steps")
+        token_file.check_vocab(self.tokens_path, stream[start:start + need], contract["vocab"], start)
+        return stream
+
+    # ---------------------------------------------------------------- the program
+    def execute(self) -> dict:
+        plan = self.plan
+        self.device.allocate(plan["arena"]["bytes"], plan["host"]["bytes"])
+        s = self.program.sections
+        self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring_entries"],
+                                 s["step_words"], [p["offset"] for p in plan["arena"]["planes"]],
+                                 [b["offset"] for b in self.buffers.values()])
+        self.started = time.time()
+        self.checkpoint_file = open(self.checkpoint_path, "rb")
+        self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None
+        try:
+            self._block(0, len(plan["program"]))
+        finally:
+            self.checkpoint_file.close()
+        if self.predictions is not None:
+            self.predictions.__exit__(None, None, None)
+        if self.record["published"]:
+            publish_link(self.record["published"][-1], self.out / "final.ckpt")
+        result.write(self.out / "result.json", self.record)
+        return self.record
+
+    def _block(self, pc: int, end: int) -> bool:
+        program = self.plan["program"]
+        while pc < end:
+            op, args = program[pc]
+            if op == "repeat":
+                body_end = pc + 1 + args["body"]
+                for _ in range(args["count"]):
+                    if self._block(pc + 1, body_end):
+                        return True
+                pc = body_end
+                continue
+            if op == "end":
+                return True
+            if op == "operation" and self.operation == "predict":
+                pc = args["predict"]
+                continue
+            if op != "operation":
+                getattr(self, "op_" + op.replace("-", "_"))(**args)
+            pc += 1
+        return False
+
+    def buffer(self, name: str, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        b = self.buffers[name]
+        start = b["offset"] + offset
+        return self.device.host[start:start + (b["bytes"] - offset if nbytes is None else nbytes)]
+
+    def op_fill(self, buffer, offset, bytes, value):
+        self.buffer(buffer, offset, bytes)[:] = value
+
+    def op_submit(self, ring):
+        self.device.issue(ring)
+        self.issued.add(ring)
+
+    def op_reissue(self, ring):
+        assert ring in self.issued, f"ring entry {ring} reissued before it was issued"
+        self.device.issue(ring)
+
+    def op_read(self, file, offset, buffer, bytes):
+        self.checkpoint_file.seek(checkpoint.HEADER_BYTES + offset)
+        data = self.checkpoint_file.read(bytes)
+        self.buffer(buffer, 0, bytes)[:] = np.frombuffer(data, np.uint8)
+
+    def op_read_at_cursor(self, buffer, tokens):
+        ids = self.stream[self.cursor:self.cursor + tokens].astype("<i4")
+        self.buffer(buffer, 0, 4 * tokens)[:] = ids.view(np.uint8)
+
+    def op_cursor_from_checkpoint(self):
+        self.cursor, self.t = self.header["cursor"], self.header["step"]
+
+    def op_cursor_advance(self, tokens):
+        self.cursor += tokens
+
+    def op_adamw_scalars(self):
+        self.t += 1
+        self.device.patch_step_size(step_size_host(self.lr, self.beta1, self.beta2, self.t))
+
+    def op_checkpoint_begin(self):
+        # grouped by the host ELF that wrote them, so that another plan never replaces them
+        path = self.out / "checkpoints" / self.program.sha256[:12] / f"step-{self.t:06d}.ckpt"
+        self.open_checkpoint = (Publication(path), hashlib.sha256(), [0])
+        self.open_checkpoint[0].file.write(b"\0" * checkpoint.HEADER_BYTES)
+
+    def op_write(self, file, offset, buffer, bytes):
+        data = self.buffer(buffer, 0, bytes).tobytes()
+        if file == "predictions":
+            self.predictions.file.write(data)
+            return
+        publication, digest, written = self.open_checkpoint
+        assert offset == written[0], "checkpoint chunks are written in order"
+        publication.file.write(data)
+        digest.update(data)
+        written[0] += len(data)
+
+    def op_checkpoint_publish(self):
+        publication, digest, written = self.open_checkpoint
+        contract = self.plan["contracts"]["checkpoint"]
+        header = checkpoint.header_for(contract["model"], contract["learner"], self.t, self.cursor,
+                                       payload_bytes=written[0], payload_sha256=digest.hexdigest())
+        publication.file.seek(0)
+        publication.file.write(checkpoint.encode_header(header))
+        publication.__exit__(None, None, None)
+        self.open_checkpoint = None
+        directory = publication.path.parent
+        publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
+        self.record["published"].append(str(publication.path))
+        kept = sorted(directory.glob("step-*.ckpt"))
+        for old in kept[:-self.plan["run"]["keep"]]:
+            old.unlink()
+
+    def op_record_stat(self, kind):
+        n = self.plan["run"]["tokens_per_step"]
+        if kind == "step":
+            losses = self.buffer("step_losses", 0, 4 * n).view("<f4")
+            skipped = bool(self.buffer("step_flag", 0, 4).view("<i4")[0])
+            loss = float(np.mean(losses, dtype=np.float64))
+            self.record["skipped"] += skipped
+            entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": time.time() - self.started}
+            self.record["steps"].append(entry)
+            self.progress(entry | {"steps": self.plan["run"]["steps"], "tokens": n})
+            return
+        loss = float(np.mean(self.buffer("report_losses", 0, 4 * n).view("<f4"), dtype=np.float64))
+        if kind == "predict":
+            self.record["predict"].append({"context": len(self.record["predict"]), "loss": loss})
+            self.record["mean_loss"] = float(np.mean([p["loss"] for p in self.record["predict"]]))
+        else:
+            self.record[f"{kind}_loss"] = loss
+
+    def op_write_status(self):
+        self.record["status"] = "completed"
+
+    def op_write_timestamps(self):
+        elapsed = time.time() - self.started
+        count = len(self.record["steps"]) or len(self.record["predict"])
+        self.record["timestamps"] = {"started": self.started, "finished": time.time(), "seconds": elapsed}
+        self.record["tokens_per_second"] = count * self.plan["run"]["tokens_per_step"] / elapsed if elapsed else 0.0
+
+
+def progress_printer(stream=sys.stderr):
+    """A progress line redrawn in place on a terminal; a log line every twentieth of the run otherwise."""
+    tty, count = stream.isatty(), [0]
+
+    def progress(entry):
+        count[0] += 1
+        rate = entry["tokens"] * count[0] / entry["time"] if entry["time"] else 0.0
+        line = (f"step {entry['t']:>6} ({count[0]}/{entry['steps']}) loss {entry['loss']:.4f}"
+                f"{' skipped' if entry['skipped'] else ''} {rate:,.0f} tok/s")
+        if tty:
+            stream.write("\r" + line + " " * 8)
+        elif count[0] % max(1, entry["steps"] // 20) == 0 or count[0] == entry["steps"]:
+            stream.write(line + "\n")
+        stream.flush()
+    return progress
+
+
+def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
+    if operation not in ("train", "predict"):
+        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
+    program = Program(host_elf)
+    device = open_device(program)
+    record = Run(program, device, checkpoint_path, tokens_path, out_dir, operation, progress_printer()).execute()
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    return record
+
+

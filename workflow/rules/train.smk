@@ -1,0 +1,28 @@
+rule train:
+    input:
+        elf=out("host.elf"),
+        checkpoint=out("init.ckpt"),
+        tokens=out("tokens/train.bin"),
+    output:
+        result=out("train/result.json"),
+        final=out("train/final.ckpt"),
+    log:
+        out("logs/train.log"),
+    shell:
+        "{COPPELIUS} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
+        " --out {TARGET_DIR}/train --operation train"
+
+
+rule evaluate:
+    input:
+        elf=out("host.elf"),
+        checkpoint=out("train/final.ckpt"),
+        tokens=out("tokens/val.bin"),
+    output:
+        result=out("evaluate/result.json"),
+        predictions=out("evaluate/predictions.bin"),
+    log:
+        out("logs/evaluate.log"),
+    shell:
+        "{COPPELIUS} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
+        " --out {TARGET_DIR}/evaluate --operation predict"

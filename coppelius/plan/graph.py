@@ -21,8 +21,8 @@ class Piece:
         names = [n for n, _ in KERNELS[kernel]]
         assert set(args) == set(names), (kernel, set(names) ^ set(args))
         scalars = {n: v for n, v in args.items() if isinstance(v, int)}
-        grid, block = geometry(kernel, scalars)
-        self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": 0,
+        grid, block, shared = geometry(kernel, scalars)
+        self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": shared,
                               "args": [args[n] for n in names]})
 
     def memset(self, ref: dict, nbytes: int):

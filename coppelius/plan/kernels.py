@@ -69,10 +69,14 @@ def elements(kernel: str, s: dict) -> int:
     return s["N"]
 
 
-def geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int]]:
-    """(grid, block) of a launch: one thread per work item, 256 threads a block."""
+def geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
+    """(grid, block, dynamic shared bytes) of a launch, as the CUDA kernels expect it.
+
+    The cpu device ignores the geometry; the plan records it so that admission can hold every
+    launch to the card's limits and the CUDA device replays it as planned.
+    """
     n = max(1, elements(kernel, scalars))
-    return [-(-n // THREADS), 1, 1], [THREADS, 1, 1]
+    return [-(-n // THREADS), 1, 1], [THREADS, 1, 1], 0
 
 
 def param_layout(kernel: str) -> tuple[list[tuple[str, str, int]], int]:

@@ -2,7 +2,7 @@
 from .. import canonical
 from .encode import encode_program
 
-ARTIFACTS = ("image", "launches", "relocations", "commands", "ring")
+ARTIFACTS = ("image", "kernel_info", "launches", "relocations", "commands", "ring")
 
 
 def cpu_image(plan: dict) -> bytes:
@@ -21,4 +21,12 @@ def realize(plan: dict, target: dict) -> dict[str, bytes]:
         from ..errors import CoppeliusError
         raise CoppeliusError(f"config: key 'target' is {target['name']!r}: its CUDA kernels ({target['arch']}) are "
                              f"not realized yet; build this target up to its plan (results/{target['name']}/plan.json)")
-    return {"image": cpu_image(plan), **encode_program(plan)}
+    return {"image": cpu_image(plan), "kernel_info": cpu_kernel_info(plan), **encode_program(plan)}
+
+
+def cpu_kernel_info(plan: dict) -> bytes:
+    """What admission holds each kernel to. On cpu there are no registers or shared memory."""
+    from ..plan.kernels import param_layout
+    return canonical.encode({"format": "coppelius-kernel-info", "version": 1, "arch": "numpy", "kernels": {
+        name: {"registers": 0, "shared_bytes": 0, "max_threads": 0, "param_bytes": param_layout(name)[1]}
+        for name in sorted(plan["kernels"])}}) + b"\n"

@@ -19,7 +19,7 @@ from ..formats.elf import host_machine, read_host_elf
 from ..formats.publish import Publication, publish_bytes, publish_link
 from ..learner import step_size_host
 
-SECTIONS = ("plan", "image", "launches", "relocations", "commands", "ring", "param_addresses", "step_words",
+SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "param_addresses", "step_words",
             "ring_entries", "certificate")
 
 

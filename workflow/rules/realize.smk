@@ -1,4 +1,4 @@
-REALIZED = ["image", "launches", "relocations", "commands", "ring"]
+REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
 TABLES = ["param_addresses", "step_words", "ring_entries"]
 
 

@@ -163,3 +163,24 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
     return cas.run_stage("elf", code=CODE["elf"], config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,
                          manifest=manifest_path(config, "elf"))
+
+
+def build_chain(config: Config, directory: str | Path) -> dict[str, str]:
+    """Every build stage in order, outside Snakemake (tests, benchmarks): the paths it produced.
+
+    Uses the same stage functions and store as the workflow; `directory` plays results/TARGET/.
+    """
+    d = Path(directory)
+    paths = {"config": d / "config.json", "train": d / "tokens/train.bin", "val": d / "tokens/val.bin",
+             "checkpoint": d / "init.ckpt", "plan": d / "plan.json", "realize": d / "realize", "tables": d / "tables",
+             "certificate": d / "certificate.json", "elf": d / "host.elf"}
+    paths = {k: str(v) for k, v in paths.items()}
+    configure(paths["config"], config)
+    prepare(paths["config"], paths["train"], paths["val"])
+    init(paths["config"], paths["checkpoint"])
+    plan(paths["config"], paths["plan"])
+    realize(paths["config"], paths["plan"], paths["realize"])
+    tables(paths["config"], paths["realize"], paths["tables"])
+    admit(paths["config"], paths["plan"], paths["realize"], paths["tables"], paths["certificate"])
+    elf(paths["config"], paths["plan"], paths["realize"], paths["tables"], paths["certificate"], paths["elf"])
+    return paths

@@ -145,7 +145,7 @@ def build_plan(config: Config) -> dict:
         "model": model.as_dict() | {"parameters": model.parameter_count, "flops_per_token": model.flops_per_token()},
         "learner": learner_dict,
         "run": run.as_dict() | {"tokens_per_step": n},
-        "tensors": tensors,
+        "tensors": [{"name": name} | t for name, t in tensors.items()],  # llm.c's order
         "arena": {"alignment": alignment, "bytes": arena_bytes, "planes": [p.as_dict() for p in laid]},
         "host": {"bytes": host_bytes, "buffers": buffers},
         "kernels": {name: [[n_, kind] for n_, kind in params] for name, params in sorted(KERNELS.items())},

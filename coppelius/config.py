@@ -40,6 +40,7 @@ class Run:
     batch: int
     interval: int
     keep: int
+    max_skips: int
     eval_contexts: int
     staging_bytes: int
 
@@ -141,7 +142,7 @@ def resolve(raw: dict, source: str = "config") -> Config:
         target=target_profile(raw["target"]),
         model=model,
         learner=Learner(**ratios, loss_scale=scale),
-        run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "eval_contexts")}, staging_bytes=staging),
+        run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "max_skips", "eval_contexts")}, staging_bytes=staging),
         seed=raw["seed"],
         corpus=raw.get("corpus"),
         tokens=raw.get("tokens"),

@@ -8,13 +8,17 @@ import json
 from pathlib import Path
 
 from ..errors import CoppeliusError
-from .publish import publish_bytes
+from .publish import Publication
 
 FORMAT, VERSION = "coppelius-result", 1
 
 
 def write(path: str | Path, record: dict) -> None:
-    publish_bytes(path, json.dumps(record, indent=1, sort_keys=True).encode() + b"\n")
+    from ..runtime import faults
+    with Publication(path) as out:
+        out.file.write(json.dumps(record, indent=1, sort_keys=True).encode() + b"\n")
+        out.file.flush()
+        faults.point("result-written")
 
 
 def read(path: str | Path) -> dict:

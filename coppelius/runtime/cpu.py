@@ -11,6 +11,7 @@ import numpy as np
 from ..formats import tables
 from ..kernels import reference as ref
 from ..plan.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, extents, param_layout
+from . import faults
 from .device import Device
 
 BASE = 1 << 40  # the cpu arena's "device address": far from 0 so that null stays distinct
@@ -143,6 +144,7 @@ class CpuDevice(Device):
         for c in self.commands[int(entry["offset"]):int(entry["offset"] + entry["length"])]:
             op, n = int(c["op"]), int(c["bytes"])
             if op == tables.OPS["launch"]:
+                faults.point("launch")
                 self._launch(int(c["a"]))
                 continue
             src = dst = None

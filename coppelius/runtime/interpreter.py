@@ -18,6 +18,7 @@ from ..formats import checkpoint, result, tokens as token_file
 from ..formats.elf import host_machine, read_host_elf
 from ..formats.publish import Publication, publish_bytes, publish_link
 from ..learner import step_size_host
+from . import faults
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "param_addresses", "step_words",
             "ring_entries", "certificate")
@@ -38,20 +39,22 @@ class Program:
 
 
 def open_device(program: Program):
-    target = program.identity["target"]
+    """The device the host ELF was built for, or a one-line refusal saying why it is not here."""
+    target, card, here = program.identity["target"], program.identity["card"], host_machine()
     if target == "cpu":
-        if program.machine != host_machine():
-            raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {host_machine()}; "
+        if program.machine != here:
+            raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
                                  f"rebuild the cpu target here with `snakemake`")
         from .cpu import CpuDevice
         return CpuDevice()
     from .probe import cuda_device_count
-    if target == "gb10" or cuda_device_count() == 0:
-        raise CoppeliusError(f"{program.path}: target is {target!r} ({program.identity['card']}) but no such card is "
-                             f"present on this machine; copy the host ELF to a {program.identity['card']} host and run "
-                             f"`coppelius run` there")
-    raise CoppeliusError(f"{program.path}: target is {target!r}: the CUDA device is not part of this build yet; "
-                         f"run the cpu target")
+    if program.machine != here or cuda_device_count() == 0:
+        raise CoppeliusError(
+            f"{program.path}: target is {target!r}: no {card} is present on this machine ({here}, "
+            f"{cuda_device_count()} CUDA devices); copy the host ELF, the checkpoint and the token file to a "
+            f"{program.machine} host with a {card} and run `coppelius run` there")
+    from .cuda import CudaDevice
+    return CudaDevice()
 
 
 class Run:
@@ -68,7 +71,7 @@ class Run:
         self.buffers = self.plan["host"]["buffers"]
         learner = {k: float(Fraction(v)) for k, v in self.plan["learner"].items() if k in ("lr", "beta1", "beta2")}
         self.lr, self.beta1, self.beta2 = learner["lr"], learner["beta1"], learner["beta2"]
-        self.cursor, self.t = 0, 0
+        self.cursor, self.t, self.consecutive_skips = 0, 0, 0
         self.issued = set()
         self.open_checkpoint = None
         self.record = {"format": result.FORMAT, "version": result.VERSION, "operation": operation,
@@ -117,12 +120,17 @@ class Run:
             self._block(0, len(plan["program"]))
         finally:
             self.checkpoint_file.close()
+        self.finish()
+        return self.record
+
+    def finish(self):
+        """Publish what the run produced: predictions, the final checkpoint's link, the result record."""
         if self.predictions is not None:
             self.predictions.__exit__(None, None, None)
-        if self.record["published"]:
+            self.predictions = None
+        if self.record["published"] and self.record["status"] == "completed":
             publish_link(self.record["published"][-1], self.out / "final.ckpt")
         result.write(self.out / "result.json", self.record)
-        return self.record
 
     def _block(self, pc: int, end: int) -> bool:
         program = self.plan["program"]
@@ -141,6 +149,7 @@ class Run:
                 pc = args["predict"]
                 continue
             if op != "operation":
+                faults.point(op)
                 getattr(self, "op_" + op.replace("-", "_"))(**args)
             pc += 1
         return False
@@ -180,11 +189,28 @@ class Run:
         self.t += 1
         self.device.patch_step_size(step_size_host(self.lr, self.beta1, self.beta2, self.t))
 
+    def checkpoint_directory(self) -> Path:
+        """Checkpoints grouped by the host ELF that wrote them, so that another plan never replaces them."""
+        return self.out / "checkpoints" / self.program.sha256[:12]
+
+    def publication_failed(self, error: OSError):
+        if self.open_checkpoint is not None:
+            self.open_checkpoint[0].__exit__(type(error), error, None)  # removes the temporary
+            self.open_checkpoint = None
+        newest = self.record["published"][-1] if self.record["published"] else str(self.checkpoint_path)
+        self.record["status"] = f"stopped: publishing step {self.t} failed ({error.strerror})"
+        self.finish()
+        raise CoppeliusError(f"{self.checkpoint_directory()}: publishing the checkpoint of step {self.t} failed "
+                             f"({error.strerror}); the newest published checkpoint stays {newest}: free space and "
+                             f"resume from it")
+
     def op_checkpoint_begin(self):
-        # grouped by the host ELF that wrote them, so that another plan never replaces them
-        path = self.out / "checkpoints" / self.program.sha256[:12] / f"step-{self.t:06d}.ckpt"
-        self.open_checkpoint = (Publication(path), hashlib.sha256(), [0])
-        self.open_checkpoint[0].file.write(b"\0" * checkpoint.HEADER_BYTES)
+        try:
+            path = self.checkpoint_directory() / f"step-{self.t:06d}.ckpt"
+            self.open_checkpoint = (Publication(path), hashlib.sha256(), [0])
+            self.open_checkpoint[0].file.write(b"\0" * checkpoint.HEADER_BYTES)
+        except OSError as error:
+            self.publication_failed(error)
 
     def op_write(self, file, offset, buffer, bytes):
         data = self.buffer(buffer, 0, bytes).tobytes()
@@ -193,7 +219,10 @@ class Run:
             return
         publication, digest, written = self.open_checkpoint
         assert offset == written[0], "checkpoint chunks are written in order"
-        publication.file.write(data)
+        try:
+            publication.file.write(data)
+        except OSError as error:
+            self.publication_failed(error)
         digest.update(data)
         written[0] += len(data)
 
@@ -202,10 +231,14 @@ class Run:
         contract = self.plan["contracts"]["checkpoint"]
         header = checkpoint.header_for(contract["model"], contract["learner"], self.t, self.cursor,
                                        payload_bytes=written[0], payload_sha256=digest.hexdigest())
-        publication.file.seek(0)
-        publication.file.write(checkpoint.encode_header(header))
-        publication.__exit__(None, None, None)
+        try:
+            publication.file.seek(0)
+            publication.file.write(checkpoint.encode_header(header))
+            publication.__exit__(None, None, None)
+        except OSError as error:
+            self.publication_failed(error)
         self.open_checkpoint = None
+        faults.point("publish-renamed")
         directory = publication.path.parent
         publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
         self.record["published"].append(str(publication.path))
@@ -220,9 +253,18 @@ class Run:
             skipped = bool(self.buffer("step_flag", 0, 4).view("<i4")[0])
             loss = float(np.mean(losses, dtype=np.float64))
             self.record["skipped"] += skipped
+            self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
             entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": time.time() - self.started}
             self.record["steps"].append(entry)
             self.progress(entry | {"steps": self.plan["run"]["steps"], "tokens": n})
+            if self.consecutive_skips >= self.plan["run"]["max_skips"]:
+                newest = self.record["published"][-1] if self.record["published"] else str(self.checkpoint_path)
+                self.record["status"] = f"stopped: {self.consecutive_skips} consecutive steps with non-finite gradients"
+                self.finish()
+                raise CoppeliusError(
+                    f"{self.tokens_path}: steps {self.t - self.consecutive_skips + 1}..{self.t} all had non-finite "
+                    f"gradients (loss_scale {self.plan['learner']['loss_scale']}); stopped, the last good checkpoint is "
+                    f"{newest}: lower loss_scale and resume from it")
             return
         loss = float(np.mean(self.buffer("report_losses", 0, 4 * n).view("<f4"), dtype=np.float64))
         if kind == "predict":

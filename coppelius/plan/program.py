@@ -1,22 +1,4 @@
-"""The host program: the host's whole run as a list of steps, each [op, {arguments}].
-
-Vocabulary (interpreted by coppelius.runtime.interpreter):
-  submit {ring}            issue a ring entry's submission
-  reissue {ring}           issue again a submission already issued (same ring entry)
-  repeat {count, body}     run the next `body` steps `count` times
-  read {file, offset, buffer, bytes}        file bytes (checkpoint payload offset) -> host buffer
-  read-at-cursor {buffer, tokens}           `tokens` token ids at the cursor -> host buffer (int32)
-  cursor-from-checkpoint {}                 cursor and step count <- the checkpoint's header
-  cursor-advance {tokens}
-  adamw-scalars {}                          t += 1; patch the step-size word of every AdamW launch
-  write {file, offset, buffer, bytes}       host buffer -> the open output file (offset None: append)
-  fill {buffer, offset, bytes, value}
-  checkpoint-begin {} / checkpoint-publish {}
-  record-stat {kind}                        initial | step | final | predict
-  write-status {} / write-timestamps {}
-  operation {predict}                       train goes on; predict jumps to step `predict`
-  end {}
-"""
+"""The host program of a plan: the whole run, as steps of the vocabulary in formats/program.py."""
 
 
 def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int) -> tuple[list, dict]:

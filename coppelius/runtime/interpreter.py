@@ -16,6 +16,7 @@ from .. import canonical
 from ..errors import CoppeliusError
 from ..formats import checkpoint, result, tokens as token_file
 from ..formats.elf import host_machine, read_host_elf
+from ..formats.program import check_program
 from ..formats.publish import Publication, publish_bytes, publish_link
 from ..learner import step_size_host
 from . import faults
@@ -34,7 +35,11 @@ class Program:
         if missing:
             raise CoppeliusError(f"{path}: section .coppelius.{missing[0]} is missing; rebuild the host ELF with `snakemake`")
         self.identity, self.sections, self.machine = elf.identity, elf.sections, elf.machine
-        self.plan = json.loads(self.sections["plan"])
+        try:
+            self.plan = json.loads(self.sections["plan"])
+            check_program(self.plan["program"], len(self.plan["ring"]), self.plan["host"]["buffers"], str(path))
+        except (ValueError, KeyError, TypeError) as e:
+            raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with `snakemake`")
         self.sha256 = canonical.sha256(Path(path).read_bytes())
 
 

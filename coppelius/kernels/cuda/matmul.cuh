@@ -1,0 +1,300 @@
+// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight.
+//
+// Parameters are the kernel catalog's (coppelius/plan/kernels.py), in its order; the launch
+// geometry is coppelius/plan/tensor_core_geometry.py's. fp16 in memory, fp32 accumulation on the
+// tensor cores (mma.sync m16n8k16, operands through ldmatrix), results rounded to nearest even.
+//
+// One tiled GEMM, C[M,Nn] = sum_k A(m,k) B(k,n), with each operand either K-major ([M][K],
+// [Nn][K]) or "transposed" ([K][M], [K][Nn]) in memory:
+//   forward          M=N   Nn=OC K=C   A = inp  [N][C]   (K-major)   B = weight [OC][C] (K-major)
+//   backward_input   M=N   Nn=C  K=OC  A = dout [N][OC]  (K-major)   B = weight [OC][C] ([K][Nn])
+//   backward_weight  M=OC  Nn=C  K=N   A = dout [N][OC]  ([K][M])    B = inp    [N][C]  ([K][Nn])
+// Two tile shapes, chosen by the geometry and read back here from blockDim.x:
+//   256 threads: 128x128 block tile, 8 warps of 64x32, k-tile 32, 3 cp.async stages (48 KiB);
+//   128 threads:  64x64 block tile,  4 warps of 32x32, k-tile 32, 4 stages (32 KiB), for launches
+//                 with few 128x128 tiles.
+// Shared tiles are XOR-swizzled in 16-byte chunks so that ldmatrix and cp.async are free of bank
+// conflicts. Ragged edges: out-of-range chunks are zero-filled (cp.async src-size 0), stores are
+// guarded. When C or OC is not a multiple of 8 (or a pointer is not 16-byte aligned), tiles are
+// loaded element by element instead (same tiles, same arithmetic order: only slower).
+// Deterministic: every output element is one thread's fp32 accumulator, summed in k order; no
+// atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
+// a row of dout^T, in n order.
+#pragma once
+#include <cuda_fp16.h>
+
+#ifndef COPPELIUS_TC_HELPERS
+#define COPPELIUS_TC_HELPERS
+namespace coptc {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(const void* p, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(const void* p, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(smem_u32(p)));
+}
+
+// d += a(16x16, row) * b(16x8, col), fp16 operands, fp32 accumulators.
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> one register of two fp16 (lo in the low half), round to nearest even.
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+
+// Element offset of chunk c (8 halves) of row r in a tile of CH chunks a row, XOR-swizzled so
+// that 8 consecutive rows at one logical chunk fall in 8 distinct 16-byte bank groups.
+template <int CH>
+__device__ __forceinline__ int swz(int r, int c) {
+    constexpr int ROWS_PER_PERIOD = CH >= 8 ? 1 : 8 / CH;
+    constexpr int MASK = (CH >= 8 ? 8 : CH) - 1;
+    return r * (CH * 8) + ((c ^ ((r / ROWS_PER_PERIOD) & MASK)) << 3);
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
+
+}  // namespace coptc
+#endif  // COPPELIUS_TC_HELPERS
+
+#ifndef COPPELIUS_TC_MATMUL
+#define COPPELIUS_TC_MATMUL
+namespace coptc {
+
+constexpr int MM_BK = 32;
+
+// The column-tile / row-tile of a 1-D block index, in groups of 8 row tiles so that the blocks
+// resident at one time share their A rows and B columns in L2.
+__device__ __forceinline__ void mm_tile_of(int pid, int tilesM, int tilesN, int& tm, int& tn) {
+    constexpr int GROUP = 8;
+    const int width = GROUP * tilesN;
+    const int group = pid / width;
+    const int first = group * GROUP;
+    const int gsize = min(tilesM - first, GROUP);
+    const int in = pid - group * width;
+    tm = first + in % gsize;
+    tn = in / gsize;
+}
+
+// Load one k-tile of an operand into shared memory.
+// KMAJOR: global [R rows][ld] with k along the row: tile [R][32], chunk (r, c) = rows r, k c*8..
+// else:   global [K rows][ld] with r along the row: tile [32][R], chunk (k, c) = k row, r c*8..
+template <int R, int NT, bool KMAJOR>
+__device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax, int K,
+                                        int ld, bool vec) {
+    constexpr int CH = KMAJOR ? MM_BK / 8 : R / 8;
+    constexpr int CHUNKS = (KMAJOR ? R : MM_BK) * CH;
+    static_assert(CHUNKS % NT == 0, "tile chunks must divide among the threads");
+#pragma unroll
+    for (int i = 0; i < CHUNKS / NT; ++i) {
+        const int id = threadIdx.x + i * NT;
+        const int row = id / CH, c = id % CH;
+        int gr, gk;  // the tile's row index (m or n) and k index of the chunk's first element
+        if (KMAJOR) { gr = r0 + row; gk = k0 + c * 8; } else { gk = k0 + row; gr = r0 + c * 8; }
+        __half* dst = s + swz<CH>(row, c);
+        const size_t off = KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr;
+        if (vec) {
+            const bool ok = gr < Rmax && gk < K;
+            cp_async16(dst, ok ? g + off : g, ok);
+        } else {
+            __align__(16) __half v[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const bool ok = KMAJOR ? (gr < Rmax && gk + e < K) : (gk < K && gr + e < Rmax);
+                v[e] = ok ? g[off + e] : __float2half_rn(0.f);
+            }
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4*>(v);
+        }
+    }
+}
+
+// out[M,Nn] (leading dimension Nn) = A B (+ bias[n]) (+ out when accumulate); dbias[m] = sum_k A(m,k)
+// when dbias is given (only with A stored [K][M]).
+template <int BM, int BN, int WM, int WN, int STAGES, bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* __restrict__ A,
+                                        const __half* __restrict__ B, const __half* __restrict__ bias,
+                                        __half* __restrict__ dbias, int M, int Nn, int K, int lda, int ldb,
+                                        bool accumulate, bool vec) {
+    constexpr int NT = WM * WN * 32;
+    constexpr int WTM = BM / WM, WTN = BN / WN;
+    constexpr int MI = WTM / 16, NI = WTN / 8;
+    static_assert(NI % 2 == 0, "warp tile n must be a multiple of 16");
+    constexpr int A_ELEMS = BM * MM_BK, STAGE_ELEMS = (BM + BN) * MM_BK;
+    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    __half* sm = reinterpret_cast<__half*>(coptc_smem);
+
+    const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN;
+    int tm, tn;
+    mm_tile_of(blockIdx.x, tilesM, tilesN, tm, tn);
+    if (tm >= tilesM) return;  // (never, with the planned grid)
+    const int m0 = tm * BM, n0 = tn * BN;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+    const int KT = (K + MM_BK - 1) / MM_BK;
+    const bool do_bias_sum = dbias != nullptr && tn == 0;
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+    float bsum = 0.f;
+
+    auto load_stage = [&](int stage, int kt) {
+        __half* sA = sm + stage * STAGE_ELEMS;
+        __half* sB = sA + A_ELEMS;
+        mm_load<BM, NT, AK>(sA, A, m0, kt * MM_BK, M, K, lda, vec);
+        mm_load<BN, NT, BK_MAJOR>(sB, B, n0, kt * MM_BK, Nn, K, ldb, vec);
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk % STAGES, nk);
+            cp_async_commit();
+        }
+        const __half* sA = sm + (kt % STAGES) * STAGE_ELEMS;
+        const __half* sB = sA + A_ELEMS;
+#pragma unroll
+        for (int kk = 0; kk < MM_BK / 16; ++kk) {
+            unsigned af[MI][4], bf[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                const int mb = wm * WTM + mi * 16;
+                if (AK) {
+                    const __half* p = sA + swz<MM_BK / 8>(mb + (lane & 15), kk * 2 + (lane >> 4));
+                    ldsm_x4(p, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+                } else {
+                    const __half* p = sA + swz<BM / 8>(kk * 16 + ((lane >> 4) << 3) + (lane & 7),
+                                                       (mb >> 3) + ((lane >> 3) & 1));
+                    ldsm_x4_t(p, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+                }
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ni += 2) {
+                const int nb = wn * WTN + ni * 8;
+                if (BK_MAJOR) {
+                    const __half* p = sB + swz<MM_BK / 8>(nb + ((lane >> 4) << 3) + (lane & 7),
+                                                          kk * 2 + ((lane >> 3) & 1));
+                    ldsm_x4(p, bf[ni][0], bf[ni][1], bf[ni + 1][0], bf[ni + 1][1]);
+                } else {
+                    const __half* p = sB + swz<BN / 8>(kk * 16 + (lane & 15), (nb >> 3) + (lane >> 4));
+                    ldsm_x4_t(p, bf[ni][0], bf[ni][1], bf[ni + 1][0], bf[ni + 1][1]);
+                }
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        }
+        if (!AK && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
+#pragma unroll 8
+            for (int k = 0; k < MM_BK; ++k) bsum += __half2float(sA[swz<BM / 8>(k, tid >> 3) + (tid & 7)]);
+        }
+    }
+    cp_async_wait<0>();
+
+    if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
+
+    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+            const int col = n0 + wn * WTN + ni * 8 + (lane & 3) * 2;
+            float b0 = 0.f, b1 = 0.f;
+            if (bias != nullptr) {
+                if (col < Nn) b0 = __half2float(bias[col]);
+                if (col + 1 < Nn) b1 = __half2float(bias[col + 1]);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
+                if (row >= M) continue;
+                float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
+                __half* o = out + (size_t)row * Nn + col;
+                if (pair_ok && col + 1 < Nn) {
+                    if (accumulate) {
+                        const float2 old = __half22float2(*reinterpret_cast<const __half2*>(o));
+                        v0 += old.x;
+                        v1 += old.y;
+                    }
+                    *reinterpret_cast<__half2*>(o) = __floats2half2_rn(v0, v1);
+                } else {
+                    if (col < Nn) o[0] = __float2half_rn(v0 + (accumulate ? __half2float(o[0]) : 0.f));
+                    if (col + 1 < Nn) o[1] = __float2half_rn(v1 + (accumulate ? __half2float(o[1]) : 0.f));
+                }
+            }
+        }
+    }
+}
+
+// The two tile shapes; blockDim.x (planned by tensor_core_geometry) says which.
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
+                                            __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
+                                            bool vec) {
+    if (blockDim.x == 256)
+        mm_tile<128, 128, 2, 4, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec);
+    else
+        mm_tile<64, 64, 2, 2, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec);
+}
+
+}  // namespace coptc
+
+// out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
+extern "C" __global__ void __launch_bounds__(256, 2)
+    matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
+    const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
+    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec);
+}
+
+// dinp[N,C] = dout[N,OC] @ weight[OC,C]
+extern "C" __global__ void __launch_bounds__(256, 2)
+    matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
+    const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
+    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec);
+}
+
+// dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null)
+extern "C" __global__ void __launch_bounds__(256, 2)
+    matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
+                           unsigned int accumulate) {
+    const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
+    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec);
+}
+#endif  // COPPELIUS_TC_MATMUL

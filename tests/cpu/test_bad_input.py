@@ -1,0 +1,170 @@
+"""Bad input is refused before any work: one line naming the file, the field, the value and what
+to do, a non-zero exit, and nothing the user owns changed. Also a disk that fills while
+publishing, and a loss scale so large that every step overflows."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coppelius.formats import checkpoint, tokens
+from coppelius.formats.elf import read_host_elf, write_host_elf
+from coppelius.stages import build_chain
+from test_train_cpu import config
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        paths = build_chain(config(root, steps=6, interval=3, batch=2), root / "good")
+        other_model = build_chain(config(root, steps=6, interval=3, batch=2, width=32), root / "width32")
+        other_learner = build_chain(config(root, steps=6, interval=3, batch=2, lr="1e-3"), root / "lr")
+        good = read_host_elf(paths["elf"])  # the same admitted program, written for the other host machine
+        foreign = {"elf": str(root / "foreign.elf")}
+        write_host_elf(foreign["elf"], "aarch64" if good.machine == "x86_64" else "x86_64", good.identity, good.sections)
+        yield root, paths, other_model, other_learner, foreign
+    finally:
+        os.chdir(cwd)
+
+
+def digest_tree(path: Path) -> dict:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def refused(elf, ckpt, toks, out, *extra, operation="train") -> str:
+    owned = [Path(ckpt).parent, Path(toks).parent]
+    before = [digest_tree(p) for p in owned]
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "run", str(elf), "--checkpoint", str(ckpt),
+                           "--tokens", str(toks), "--out", str(out), "--operation", operation, *extra],
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    print(proc.stderr.strip())
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("coppelius run: "), proc.stderr
+    assert [digest_tree(p) for p in owned] == before
+    assert not (Path(out) / "checkpoints").exists() and not (Path(out) / "result.json").exists()
+    return lines[0]
+
+
+def damaged(tmp_path, source, mutate) -> Path:
+    path = tmp_path / "input" / Path(source).name
+    path.parent.mkdir(exist_ok=True)
+    data = bytearray(Path(source).read_bytes())
+    path.write_bytes(bytes(mutate(data)))
+    return path
+
+
+def test_truncated_checkpoint(built, tmp_path):
+    _, p, *_ = built
+    bad = damaged(tmp_path, p["checkpoint"], lambda d: d[:-100])
+    assert "is truncated" in refused(p["elf"], bad, p["train"], tmp_path / "o")
+
+
+def test_checkpoint_wrong_magic_and_version(built, tmp_path):
+    _, p, *_ = built
+    assert "magic is b'XOPPCKPT'" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], lambda d: b"X" + d[1:]),
+                                             p["train"], tmp_path / "o")
+    def version(d):
+        d[8:12] = (9).to_bytes(4, "little")
+        return d
+    assert "checkpoint version is 9" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], version), p["train"], tmp_path / "o")
+
+
+def test_checkpoint_of_another_model_or_learner(built, tmp_path):
+    _, p, other_model, other_learner, _ = built
+    assert "header model.width is 32 but the plan's is 64" in refused(p["elf"], other_model["checkpoint"], p["train"], tmp_path / "o")
+    assert "header learner.lr is '1/1000' but the plan's is '3/1000'" in refused(
+        p["elf"], other_learner["checkpoint"], p["train"], tmp_path / "o")
+
+
+def test_payload_digest_mismatch(built, tmp_path):
+    _, p, *_ = built
+    def flip(d):
+        d[checkpoint.HEADER_BYTES + 1000] ^= 0x40
+        return d
+    assert "payload sha256 is" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], flip), p["train"], tmp_path / "o")
+
+
+def test_token_stream_too_short_says_how_many_contexts(built, tmp_path):
+    _, p, *_ = built
+    short = tmp_path / "input" / "short.bin"
+    short.parent.mkdir()
+    tokens.write(short, np.arange(128 * 3 + 1) % 256)  # 3 contexts of 128 tokens; the run needs 6
+    line = refused(p["elf"], p["checkpoint"], short, tmp_path / "o")
+    assert "it holds 3 contexts of 128 tokens and the run needs 6" in line
+
+
+def test_token_over_vocab(built, tmp_path):
+    _, p, *_ = built
+    ids = np.arange(2000) % 256
+    ids[100] = 300
+    bad = tmp_path / "input" / "ids.bin"
+    bad.parent.mkdir()
+    tokens.write(bad, ids)
+    assert "token 100 is 300, not below the model's vocab 256" in refused(p["elf"], p["checkpoint"], bad, tmp_path / "o")
+
+
+def test_missing_files(built, tmp_path):
+    _, p, *_ = built
+    assert "cannot read the checkpoint" in refused(p["elf"], tmp_path / "none.ckpt", p["train"], tmp_path / "o")
+    assert "cannot read the token file" in refused(p["elf"], p["checkpoint"], tmp_path / "none.bin", tmp_path / "o")
+    line = refused(tmp_path / "none.elf", p["checkpoint"], p["train"], tmp_path / "o")
+    assert "none.elf" in line
+
+
+def test_host_elf_for_another_machine(built, tmp_path):
+    _, p, _, _, foreign = built
+    assert "host machine is" in refused(foreign["elf"], p["checkpoint"], p["train"], tmp_path / "o")
+
+
+def test_disk_full_while_publishing_keeps_the_previous_checkpoint(built, tmp_path):
+    _, p, *_ = built
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    size = os.path.getsize(p["checkpoint"]) + 700_000  # room for one checkpoint, not two
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (not root)")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "coppelius", "run", p["elf"], "--checkpoint", p["checkpoint"],
+                               "--tokens", p["train"], "--out", str(mount / "run")],
+                              capture_output=True, text=True, timeout=120)
+        print(proc.stderr.strip().splitlines()[-1])
+        assert proc.returncode == 1 and "No space left on device" in proc.stderr
+        directory = next((mount / "run" / "checkpoints").iterdir())
+        newest = directory / (directory / "latest").read_text().strip()
+        assert f"the newest published checkpoint stays {newest}" in proc.stderr
+        header, _ = checkpoint.read(newest)
+        assert header["step"] == 3
+        assert not [f for f in directory.iterdir() if f.name.endswith(".tmp")]
+    finally:
+        subprocess.run(["umount", str(mount)])
+
+
+def test_overflowing_loss_scale_skips_steps_and_stops(built, tmp_path):
+    root, *_ = built
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        p = build_chain(config(root, steps=6, interval=3, batch=2, loss_scale=2 ** 30, max_skips=5), root / "overflow")
+    finally:
+        os.chdir(cwd)
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "run", p["elf"], "--checkpoint", p["checkpoint"],
+                           "--tokens", p["train"], "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    print(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 1 and "steps 1..5 all had non-finite gradients" in proc.stderr
+    from coppelius.formats import result
+    record = result.read(tmp_path / "run" / "result.json")
+    assert record["skipped"] == 5 and all(s["skipped"] for s in record["steps"])
+    assert record["status"].startswith("stopped: 5 consecutive steps")
+    published = record["published"]
+    assert len(published) == 1  # step 3, its weights untouched by the skipped steps
+    _, after = checkpoint.read(published[0])
+    _, before = checkpoint.read(p["checkpoint"])
+    assert np.array_equal(after["params"], before["params"]) and not after["m"].any()
+    assert not (tmp_path / "run" / "final.ckpt").exists()

@@ -133,3 +133,19 @@ def test_cpu_host_elf_is_for_this_machine(in_tmp):
     elf = read_host_elf(paths["elf"])
     expected = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}[platform.machine().lower()]
     assert elf.machine == expected and elf.identity["target"] == "cpu"
+
+
+def test_inspect_describes_every_file_kind(in_tmp):
+    from coppelius.inspect import describe
+    from coppelius.errors import CoppeliusError
+    paths = build_chain(config(in_tmp, steps=2, interval=2, batch=2), in_tmp / "i")
+    record = run(paths, paths["checkpoint"], in_tmp / "run")
+    elf = "\n".join(describe(paths["elf"]))
+    assert "host ELF" in elf and "plan_sha256" in elf and ".coppelius.launches" in elf
+    ckpt = "\n".join(describe(record["published"][-1]))
+    assert "step 2, cursor 256" in ckpt and "payload verified" in ckpt
+    assert "llm.c token stream" in "\n".join(describe(paths["train"]))
+    assert "steps 1..2" in "\n".join(describe(in_tmp / "run" / "result.json"))
+    (in_tmp / "other").write_bytes(b"hello")
+    with pytest.raises(CoppeliusError, match="not a host ELF, checkpoint, token stream or result record"):
+        describe(in_tmp / "other")

@@ -10,6 +10,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/configure.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/init.smk"
 include: "workflow/rules/plan.smk"

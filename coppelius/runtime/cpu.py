@@ -185,6 +185,3 @@ class CpuDevice(Device):
             dtype = np.dtype(PTR_KINDS[kind])
             args[name] = np.frombuffer(self.arena.data, dtype, sizes[name], address - BASE)
         globals()[kernel](**args, **scalars)
-
-    def synchronize(self) -> None:
-        pass

@@ -30,4 +30,7 @@ class Device:
         raise NotImplementedError
 
     def synchronize(self) -> None:
-        raise NotImplementedError
+        """Wait until every issued submission has finished (host buffers are then safe to touch)."""
+
+    def close(self) -> None:
+        """Free what the device holds; never raises (it runs after failures too)."""

@@ -58,8 +58,10 @@ def open_device(program: Program):
             f"{program.path}: target is {target!r}: no {card} is present on this machine ({here}, "
             f"{cuda_device_count()} CUDA devices); copy the host ELF, the checkpoint and the token file to a "
             f"{program.machine} host with a {card} and run `coppelius run` there")
-    from .cuda import CudaDevice
-    return CudaDevice()
+    from .cuda import CudaDevice, check_card
+    device = CudaDevice()
+    check_card(program.identity, device.describe())
+    return device
 
 
 class Run:
@@ -123,6 +125,7 @@ class Run:
         self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None
         try:
             self._block(0, len(plan["program"]))
+            self.device.synchronize()  # a late device error is this run's error
         finally:
             self.checkpoint_file.close()
         self.finish()
@@ -160,6 +163,8 @@ class Run:
         return False
 
     def buffer(self, name: str, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        """A host buffer, once every issued submission is done with it (copies run when the GPU gets there)."""
+        self.device.synchronize()
         b = self.buffers[name]
         start = b["offset"] + offset
         return self.device.host[start:start + (b["bytes"] - offset if nbytes is None else nbytes)]
@@ -310,7 +315,10 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
     program = Program(host_elf)
     device = open_device(program)
-    record = Run(program, device, checkpoint_path, tokens_path, out_dir, operation, progress_printer()).execute()
+    try:
+        record = Run(program, device, checkpoint_path, tokens_path, out_dir, operation, progress_printer()).execute()
+    finally:
+        device.close()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     return record

@@ -5,9 +5,21 @@ rule admit:
         realization=expand(out("realize/{name}.bin"), name=REALIZED),
         tables=expand(out("tables/{name}.bin"), name=TABLES),
     output:
-        out("certificate.json"),
+        report(
+            out("certificate.json"),
+            caption="../report/certificate.rst",
+            category="Admission",
+        ),
     log:
         out("logs/admit.log"),
+    benchmark:
+        bench("admit")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        realization=lambda wildcards, input: folder(input.realization),
+        tables=lambda wildcards, input: folder(input.tables),
     shell:
-        "{COPPELIUS} --log {log} admit --config {input.config} --plan {input.plan}"
-        " --realization {TARGET_DIR}/realize --tables {TARGET_DIR}/tables --out {output}"
+        "{params.coppelius} --log {log} admit --config {input.config} --plan {input.plan}"
+        " --realization {params.realization} --tables {params.tables} --out {output}"

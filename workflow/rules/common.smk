@@ -1,4 +1,5 @@
 # Validate the configuration before any job runs: one line naming the key and the value.
+import os
 import sys
 
 from coppelius.config import resolve, resolved_dict
@@ -10,26 +11,23 @@ except CoppeliusError as error:
     sys.exit(f"coppelius: {error}")
 
 TARGET = CONFIG.target["name"]
+TARGET_DIR = f"results/{TARGET}"
 # the package as this Snakemake's own Python runs it, whether or not a venv is activated
 COPPELIUS = f"{sys.executable} -m coppelius"
-
-
-TARGET_DIR = f"results/{TARGET}"
+ENV = "../envs/coppelius.yaml"
+REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
+TABLES = ["param_addresses", "step_words", "ring_entries"]
 
 
 def out(name):
     """A readable path under results/TARGET/."""
-    return f"results/{TARGET}/{name}"
+    return f"{TARGET_DIR}/{name}"
 
 
-rule configure:
-    output:
-        out("config.json"),
-    params:
-        resolved=resolved_dict(CONFIG),
-    log:
-        out("logs/configure.log"),
-    run:
-        from coppelius.stages import configure
+def bench(rule):
+    return out(f"benchmarks/{rule}.tsv")
 
-        configure(output[0], CONFIG)
+
+def folder(files):
+    """The folder of a rule's files (a stage's outputs live in one folder)."""
+    return os.path.dirname(files[0])

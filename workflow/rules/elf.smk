@@ -9,6 +9,14 @@ rule elf:
         out("host.elf"),
     log:
         out("logs/elf.log"),
+    benchmark:
+        bench("elf")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        realization=lambda wildcards, input: folder(input.realization),
+        tables=lambda wildcards, input: folder(input.tables),
     shell:
-        "{COPPELIUS} --log {log} elf --config {input.config} --plan {input.plan} --realization {TARGET_DIR}/realize"
-        " --tables {TARGET_DIR}/tables --certificate {input.certificate} --out {output}"
+        "{params.coppelius} --log {log} elf --config {input.config} --plan {input.plan}"
+        " --realization {params.realization} --tables {params.tables} --certificate {input.certificate} --out {output}"

@@ -5,5 +5,11 @@ rule init:
         out("init.ckpt"),
     log:
         out("logs/init.log"),
+    benchmark:
+        bench("init")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
     shell:
-        "{COPPELIUS} --log {log} init --config {input.config} --out {output}"
+        "{params.coppelius} --log {log} init --config {input.config} --out {output}"

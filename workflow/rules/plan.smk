@@ -5,5 +5,11 @@ rule plan:
         out("plan.json"),
     log:
         out("logs/plan.log"),
+    benchmark:
+        bench("plan")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
     shell:
-        "{COPPELIUS} --log {log} plan --config {input.config} --out {output}"
+        "{params.coppelius} --log {log} plan --config {input.config} --out {output}"

@@ -6,5 +6,11 @@ rule prepare:
         val=out("tokens/val.bin"),
     log:
         out("logs/prepare.log"),
+    benchmark:
+        bench("prepare")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
     shell:
-        "{COPPELIUS} --log {log} prepare --config {input.config} --train {output.train} --val {output.val}"
+        "{params.coppelius} --log {log} prepare --config {input.config} --train {output.train} --val {output.val}"

@@ -1,7 +1,3 @@
-REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
-TABLES = ["param_addresses", "step_words", "ring_entries"]
-
-
 rule realize:
     input:
         config=out("config.json"),
@@ -10,8 +6,15 @@ rule realize:
         expand(out("realize/{name}.bin"), name=REALIZED),
     log:
         out("logs/realize.log"),
+    benchmark:
+        bench("realize")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        folder=lambda wildcards, output: folder(output),
     shell:
-        "{COPPELIUS} --log {log} realize --config {input.config} --plan {input.plan} --out {TARGET_DIR}/realize"
+        "{params.coppelius} --log {log} realize --config {input.config} --plan {input.plan} --out {params.folder}"
 
 
 rule tables:
@@ -22,5 +25,14 @@ rule tables:
         expand(out("tables/{name}.bin"), name=TABLES),
     log:
         out("logs/tables.log"),
+    benchmark:
+        bench("tables")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        realization=lambda wildcards, input: folder(input.realization),
+        folder=lambda wildcards, output: folder(output),
     shell:
-        "{COPPELIUS} --log {log} tables --config {input.config} --realization {TARGET_DIR}/realize --out {TARGET_DIR}/tables"
+        "{params.coppelius} --log {log} tables --config {input.config} --realization {params.realization}"
+        " --out {params.folder}"

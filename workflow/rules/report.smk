@@ -4,11 +4,26 @@ rule report:
         evaluate=out("evaluate/result.json"),
         plan=out("plan.json"),
     output:
-        plot=report(out("report/loss.png"), caption="../report/loss.rst", category="Training"),
-        summary=out("report/summary.md"),
-        arena=out("report/arena.txt"),
+        plot=report(
+            out("report/loss.png"), caption="../report/loss.rst", category="Training"
+        ),
+        summary=report(
+            out("report/summary.md"),
+            caption="../report/summary.rst",
+            category="Training",
+        ),
+        arena=report(
+            out("report/arena.txt"), caption="../report/arena.rst", category="Plan"
+        ),
     log:
         out("logs/report.log"),
+    benchmark:
+        bench("report")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        folder=lambda wildcards, output: os.path.dirname(output.summary),
     shell:
-        "{COPPELIUS} --log {log} report --train {input.train} --evaluate {input.evaluate} --plan {input.plan}"
-        " --out {TARGET_DIR}/report"
+        "{params.coppelius} --log {log} report --train {input.train} --evaluate {input.evaluate} --plan {input.plan}"
+        " --out {params.folder}"

@@ -8,9 +8,16 @@ rule train:
         final=out("train/final.ckpt"),
     log:
         out("logs/train.log"),
+    benchmark:
+        bench("train")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        folder=lambda wildcards, output: os.path.dirname(output.result),
     shell:
-        "{COPPELIUS} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
-        " --out {TARGET_DIR}/train --operation train"
+        "{params.coppelius} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
+        " --out {params.folder} --operation train"
 
 
 rule evaluate:
@@ -23,6 +30,13 @@ rule evaluate:
         predictions=out("evaluate/predictions.bin"),
     log:
         out("logs/evaluate.log"),
+    benchmark:
+        bench("evaluate")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        folder=lambda wildcards, output: os.path.dirname(output.result),
     shell:
-        "{COPPELIUS} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
-        " --out {TARGET_DIR}/evaluate --operation predict"
+        "{params.coppelius} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
+        " --out {params.folder} --operation predict"

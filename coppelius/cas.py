@@ -10,6 +10,8 @@ Layout under the store root (results/store, or $COPPELIUS_STORE):
   actions/KEY.json       {"stage", "outputs": {name: sha256}}
   misses.log             one line per stage actually computed: stage, key
 """
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -81,6 +83,17 @@ class Store:
     def record(self, key: str, stage: str, outputs: dict[str, str]) -> None:
         publish_bytes(self.root / "actions" / f"{key}.json", canonical.encode({"stage": stage, "outputs": outputs}))
 
+    @contextlib.contextmanager
+    def lock(self, key: str):
+        """An exclusive lock on one action key, held while it is computed (released if the process dies)."""
+        (self.root / "locks").mkdir(exist_ok=True)
+        with open(self.root / "locks" / key, "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     def log_miss(self, stage: str, key: str) -> None:
         with open(self.root / "misses.log", "a") as log:
             log.write(f"{stage} {key}\n")
@@ -111,14 +124,17 @@ def run_stage(stage: str, *, code: list[str], config, inputs: dict[str, str], ta
     key = action_key(stage, code, config, inputs, target, tools)
     record = store.lookup(key)
     if record is None:
-        with tempfile.TemporaryDirectory(dir=store.root, prefix=f".build-{stage}-") as work:
-            paths = {name: str(Path(work) / name) for name in outputs}
-            build(paths)
-            digests = {name: store.put_file(paths[name]) for name in outputs}
-        store.record(key, stage, digests)
-        store.log_miss(stage, key)
-    else:
-        digests = record["outputs"]
+        with store.lock(key):  # two workflows sharing a store compute a key once
+            record = store.lookup(key)
+            if record is None:
+                with tempfile.TemporaryDirectory(dir=store.root, prefix=f".build-{stage}-") as work:
+                    paths = {name: str(Path(work) / name) for name in outputs}
+                    build(paths)
+                    digests = {name: store.put_file(paths[name]) for name in outputs}
+                store.record(key, stage, digests)
+                store.log_miss(stage, key)
+                record = {"outputs": digests}
+    digests = record["outputs"]
     for name, dest in outputs.items():
         store.materialize(digests[name], dest)
     if manifest is not None:

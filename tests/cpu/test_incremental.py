@@ -1,0 +1,135 @@
+"""Reproducible and incremental builds: bit-identical artifacts from any directory, a change
+rebuilds only what it touches (the store logs its misses), and a shared store serves clones,
+also two workflows writing it at once."""
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, copy_clone, snakemake
+
+MODELS = ("tiny", "small", "gpt2-124m")
+TARGETS = ("cpu", "h200", "rtx3090", "gb10")
+
+
+def misses(store: Path) -> list[str]:
+    log = store / "misses.log"
+    return [line.split()[0] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def build(clone: Path, store: Path, *config: str, target_file: str = "host.elf", target: str = "cpu"):
+    run = snakemake(clone, "--config", f"target={target}", f"corpus={ROOT / 'README.md'}", *config, "--",
+                    f"results/{target}/{target_file}", env={"COPPELIUS_STORE": str(store)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout + run.stderr
+
+
+def new_misses(store, before):
+    return sorted(misses(store)[len(before):])
+
+
+def tree_digests(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "logs" not in p.parts and "benchmarks" not in p.parts
+            and p.name != "config.json"}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("incremental")
+    return copy_clone(root / "clone"), root / "store"
+
+
+def test_nothing_changed_nothing_rebuilt(workspace):
+    clone, store = workspace
+    build(clone, store)
+    before = misses(store)
+    assert {"plan", "realize", "tables", "admit", "elf"} <= set(before)
+    output = build(clone, store)
+    assert "Nothing to be done" in output and new_misses(store, before) == []
+
+
+def test_touch_without_change_rebuilds_nothing(workspace):
+    clone, store = workspace
+    build(clone, store)
+    before = misses(store)
+    for name in ("config/config.yaml", "results/cpu/plan.json", "results/cpu/realize/launches.bin"):
+        os.utime(clone / name)
+    build(clone, store)
+    assert new_misses(store, before) == []
+
+
+def test_steps_change_redoes_the_program_not_the_kernels(workspace):
+    clone, store = workspace
+    build(clone, store)
+    before = misses(store)
+    build(clone, store, "steps=800", "interval=200")
+    redone = new_misses(store, before)
+    # the host program changes; the launch table does not, so the tables may come from the store
+    assert {"plan", "realize", "admit", "elf"} <= set(redone) <= {"plan", "realize", "tables", "admit", "elf"}
+    assert "compile" not in redone and "init" not in redone and "prepare" not in redone
+
+
+def test_lr_change_compiles_nothing(workspace):
+    clone, store = workspace
+    build(clone, store)
+    before = misses(store)
+    build(clone, store, "lr=1e-3")
+    assert "compile" not in new_misses(store, before) and "plan" in new_misses(store, before)
+
+
+def test_width_change_redoes_everything_of_the_target(workspace):
+    clone, store = workspace
+    build(clone, store, target_file="init.ckpt")
+    before = misses(store)
+    build(clone, store, "width=96", "heads=4", target_file="init.ckpt")
+    build(clone, store, "width=96", "heads=4")
+    assert new_misses(store, before) == ["admit", "elf", "init", "plan", "realize", "tables"]
+
+
+def test_another_target_leaves_the_first_alone(workspace):
+    clone, store = workspace
+    build(clone, store)
+    first = tree_digests(clone / "results/cpu")
+    mtimes = {p: p.stat().st_mtime_ns for p in (clone / "results/cpu").rglob("*") if p.is_file()}
+    before = misses(store)
+    build(clone, store, target_file="plan.json", target="gb10")
+    assert new_misses(store, before) == ["plan"]
+    assert tree_digests(clone / "results/cpu") == first
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+
+
+def test_shared_store_serves_a_second_clone(workspace, tmp_path):
+    clone, store = workspace
+    build(clone, store)
+    before = misses(store)
+    second = copy_clone(tmp_path / "second")
+    build(second, store)
+    assert new_misses(store, before) == []
+    assert tree_digests(second / "results/cpu") == tree_digests(clone / "results/cpu")
+
+
+def test_two_workflows_writing_one_store_at_once(tmp_path):
+    store = tmp_path / "store"
+    clones = [copy_clone(tmp_path / f"c{i}") for i in range(2)]
+    outputs = [None, None]
+
+    def work(i):
+        outputs[i] = snakemake(clones[i], "--config", f"corpus={ROOT / 'README.md'}", "--", "results/cpu/host.elf",
+                               env={"COPPELIUS_STORE": str(store)})
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(o.returncode == 0 for o in outputs), [o.stderr[-2000:] for o in outputs]
+    logged = misses(store)
+    assert sorted(logged) == sorted(set(logged))  # every key computed once
+    assert tree_digests(clones[0] / "results/cpu") == tree_digests(clones[1] / "results/cpu")
+    for obj in (store / "objects").rglob("*"):
+        if obj.is_file():
+            assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.name

@@ -1,0 +1,109 @@
+"""Coppelius against PyTorch on the same GPU, model, precision and batch, in one run.
+
+    python bench/train_gpu.py [--models tiny,small,gpt2-124m] [--steps 30] [--out bench/results]
+
+For each model: Coppelius's ms/step (the host ELF replayed on the CUDA device, each piece a CUDA
+graph), the peer's eager, torch.compile and whole-step-graph ms/step, the ratios, and the two
+floors (model FLOPs over the measured fp16 matmul rate; the fewest bytes a step must move over
+the measured copy bandwidth). Writes one JSON with device and date.
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
+
+
+def coppelius_ms(model: str, batch: int, steps: int, work: Path) -> tuple[float, dict]:
+    from coppelius.config import ROOT as CROOT, resolve
+    from coppelius.runtime.interpreter import Program, Run, open_device
+    from coppelius.stages import build_chain
+    corpus = work / "corpus.txt"
+    if not corpus.exists():
+        text = b"".join(p.read_bytes() for p in sorted((CROOT / "coppelius").rglob("*.py")))
+        corpus.write_bytes(text * (1 + 40_000_000 // len(text)))
+    raw = yaml.safe_load((CROOT / "config" / "config.yaml").read_text())
+    config = resolve(raw | {"target": "h200", "model": model, "batch": batch, "steps": steps, "interval": steps,
+                            "corpus": str(corpus), "keep": 1})
+    os.chdir(work)
+    paths = build_chain(config, work / model)
+    program = Program(paths["elf"])
+    device = open_device(program)
+    try:
+        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train").execute()
+    finally:
+        device.close()
+    times = [s["time"] for s in record["steps"]]
+    deltas = sorted(b - a for a, b in zip(times[3:], times[4:]))
+    plan = json.loads(Path(paths["plan"]).read_text())
+    return 1000 * deltas[len(deltas) // 2], {"plan": plan, "losses": [s["loss"] for s in record["steps"]]}
+
+
+def floors(plan: dict, ceilings: dict) -> dict:
+    """FLOPs over the matmul rate; bytes over bandwidth (each step plane written once and read once,
+    AdamW's state read and written once: params, m, v in fp32 read+write, grads and halves fp16)."""
+    tokens = plan["run"]["tokens_per_step"]
+    flops = plan["model"]["flops_per_token"] * tokens
+    P = plan["model"]["parameters"]
+    step_bytes = sum(p["bytes"] for p in plan["arena"]["planes"] if p["lifetime"] == "step")
+    moved = 2 * step_bytes + P * (3 * 8 + 2 + 2)
+    return {"flops": flops, "bytes": moved, "flops_ms": flops / (ceilings["matmul_tflops"] * 1e12) * 1e3,
+            "bytes_ms": moved / (ceilings["copy_tbps"] * 1e12) * 1e3}
+
+
+def main():
+    import torch
+    from peer import ceilings as measure_ceilings, peer_ms
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="tiny,small,gpt2-124m")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--peer-modes", default="eager,compile,graph")
+    args = parser.parse_args()
+    ceilings = measure_ceilings()
+    print(f"ceilings: fp16 matmul {ceilings['matmul_tflops']:.0f} TFLOP/s, copy {ceilings['copy_tbps']:.2f} TB/s", flush=True)
+    report = {"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
+              "torch": torch.__version__, "ceilings": ceilings, "models": {}}
+    work = Path(tempfile.mkdtemp(prefix="coppelius-bench-"))
+    for model in args.models.split(","):
+        batch = BATCH[model]
+        ours, info = coppelius_ms(model, batch, args.steps, work)
+        plan = info["plan"]
+        learner = {k: float(Fraction(v)) for k, v in plan["learner"].items()}
+        peers = {}
+        for mode in args.peer_modes.split(","):
+            try:
+                peers[mode] = peer_ms(plan["model"], batch, learner, mode, args.steps)
+            except Exception as error:  # a peer mode that cannot run here is reported, not fatal
+                peers[mode] = None
+                print(f"{model}: peer {mode} failed: {type(error).__name__}: {error}", flush=True)
+        floor = floors(plan, ceilings)
+        entry = {"batch": batch, "context": plan["model"]["context"], "coppelius_ms": ours,
+                 "peer_ms": peers, "floor": floor,
+                 "ratio_peer_over_coppelius": {m: (v / ours if v else None) for m, v in peers.items()},
+                 "over_floor": ours / max(floor["flops_ms"], floor["bytes_ms"]),
+                 "losses_first_last": [info["losses"][0], info["losses"][-1]]}
+        report["models"][model] = entry
+        print(f"{model:>10} batch {batch:>3}: coppelius {ours:8.3f} ms | " +
+              " | ".join(f"{m} {v:8.3f} ms ({v / ours:5.2f}x)" if v else f"{m} n/a" for m, v in peers.items()) +
+              f" | floor {max(floor['flops_ms'], floor['bytes_ms']):.3f} ms ({entry['over_floor']:.1f}x above)", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"train_gpu-{report['date']}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -42,7 +42,7 @@ def check_program(program, ring_count: int, buffers: dict, where: str) -> None:
         if not (isinstance(step, list) and len(step) == 2 and isinstance(step[1], dict)):
             bad(index, "encoding", step)
         op, args = step
-        if op not in VOCABULARY:
+        if not isinstance(op, str) or op not in VOCABULARY:
             bad(index, "op", op)
         if set(args) != set(VOCABULARY[op]):
             bad(index, f"({op}) arguments", sorted(args))

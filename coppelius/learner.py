@@ -53,9 +53,21 @@ def step_size_exact(lr: Fraction, beta1: Fraction, beta2: Fraction, t: int) -> n
     return _nearest_f32(compare, float(r) * math.sqrt(float(s)))
 
 
+def power(base: float, t: int) -> float:
+    """base**t by repeated squaring in binary64: only IEEE multiplications, so every host (x86-64
+    or AArch64) gets the same bits, unlike libm's pow, which admission could not vouch for."""
+    result, square = 1.0, base
+    while t:
+        if t & 1:
+            result *= square
+        square *= square
+        t >>= 1
+    return result
+
+
 def step_size_host(lr: float, beta1: float, beta2: float, t: int) -> np.float32:
     """What the host computes at run time: binary64, then rounded once to binary32."""
-    return np.float32(lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t))
+    return np.float32(lr * math.sqrt(1.0 - power(beta2, t)) / (1.0 - power(beta1, t)))
 
 
 def f32_word(value: np.float32) -> str:

@@ -62,7 +62,8 @@ def plan(config_path: str, out: str) -> str:
 
 
 CODE |= {
-    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py"],
+    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py",
+                       "kernels/cuda"],
     "tables": CORE + ["realize/tables.py", "plan/kernels.py"],
     "admit": CORE + ["admit", "plan/kernels.py", "learner.py"],
     "elf": CORE,
@@ -83,8 +84,11 @@ def _load_plan(path: str) -> dict:
 
 
 def tools(target: dict) -> dict:
-    """Versions of the tools a target's build runs (for GPU targets: NVRTC)."""
-    return {"numpy": __import__("numpy").__version__} if target["arch"] == "numpy" else {}
+    """Versions of the tools a target's build runs (for GPU targets: NVRTC, its options and headers)."""
+    if target["arch"] == "numpy":
+        return {"numpy": __import__("numpy").__version__}
+    from .realize import nvrtc
+    return nvrtc.tools(target["arch"])
 
 
 def realize(config_path: str, plan_path: str, out_dir: str) -> str:
@@ -134,7 +138,7 @@ def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, o
     finally:
         if certificate:
             for outcome in certificate["checks"]:
-                log.info("%-7s %-22s %s", "passed" if outcome["passed"] else "FAILED", outcome["check"], outcome["detail"])
+                log.info("%-7s %-26s %s", "passed" if outcome["passed"] else "FAILED", outcome["check"], outcome["detail"])
     import json
     return json.loads(Path(outputs["certificate"]).read_text())
 

@@ -1,115 +1,89 @@
 """Stage 6, admit: the static checks. A plan that fails one is refused, naming the check and the
 offending item; the host ELF is written only for an admitted plan.
 
-Each check is a function (plan, realization, tables, profile) -> detail string, raising Refusal
-with the item on failure. `admit` runs them all and returns the certificate.
+Each check is a function (plan, realization, tables, profile) -> detail string (or (detail, facts)),
+raising Refusal with the item on failure: plan is the plan dict, realization the realize stage's
+artifacts (name -> bytes), tables the tables stage's (name -> bytes), profile the card profile
+(config/targets/NAME.yaml). `admit` runs them all and returns the certificate; docs/admission.md
+says what each guarantees.
+
+  device-relocations      pointers, relocations and copies inside their planes (hazard.py)
+  device-lifetimes        live planes share no byte; pieces touch their lifetime's planes
+  schedule-issues-run     the program issues exactly the run's submissions (schedule.py)
+  schedule-steps-fresh    every update takes the next context, once; checkpoints continue it
+  schedule-moves-checkpoint  load and publications move every payload byte once, to the right place
+  schedule-reissues       reissues follow their submission; the ring decodes to the plan's pieces
+  schedule-request        host buffers disjoint; host accesses inside them, reads after writes
+  device-written          no launch or copy reads device bytes unwritten in their lifetime
+  learner-step-words      AdamW launches carry the planned words (learner.py)
+  learner-schedule        host binary64 step size == exact binary32 up to the certified horizon
+  card-arch, card-kernels, card-memory, card-driver   the card supplies what the program needs
+                                                      (compatibility.py)
 """
-from fractions import Fraction
-
-import numpy as np
-
 from .. import canonical
 from ..errors import CoppeliusError
-from ..formats import tables
-from ..learner import f32_word, nearest_f32, step_size_exact, step_size_host
-from ..plan.kernels import KERNELS, PTR_KINDS, extents, param_layout
+from .common import Refusal
+from .compatibility import check_arch, check_driver, check_kernels, check_memory
+from .hazard import check_lifetimes, check_relocations, check_written
+from .learner import check_learner_schedule, check_step_words
+from .schedule import check_issues_run, check_moves_checkpoint, check_request, check_reissues, check_steps_fresh
+
+__all__ = ["CHECKS", "Refusal", "admit", "refusal_of", "horizon_of"]
+
+CHECKS = [
+    ("device-relocations", check_relocations),
+    ("device-lifetimes", check_lifetimes),
+    ("schedule-issues-run", check_issues_run),
+    ("schedule-steps-fresh", check_steps_fresh),
+    ("schedule-moves-checkpoint", check_moves_checkpoint),
+    ("schedule-reissues", check_reissues),
+    ("schedule-request", check_request),
+    ("device-written", check_written),
+    ("learner-step-words", check_step_words),
+    ("learner-schedule", check_learner_schedule),
+    ("card-arch", check_arch),
+    ("card-kernels", check_kernels),
+    ("card-memory", check_memory),
+    ("card-driver", check_driver),
+]
 
 
-class Refusal(Exception):
-    pass
-
-
-def check_fits_card(plan, realization, realized, profile):
-    need, have = plan["arena"]["bytes"], profile["memory_bytes"]
-    if need > have:
-        raise Refusal(f"arena needs {need:,} bytes, {profile['card']} has {have:,}")
-    if plan["target"]["arch"] != profile["arch"]:
-        raise Refusal(f"plan built for arch {plan['target']['arch']}, card is {profile['arch']}")
-    return f"arena {need:,} of {have:,} bytes"
-
-
-def check_relocations(plan, realization, realized, profile):
-    """Every pointer argument lands inside one plane, with the whole extent the kernel touches."""
-    planes = plan["arena"]["planes"]
-    launches, blob = tables.unpack("launches", realization["launches"])
-    relocs, _ = tables.unpack("relocations", realization["relocations"])
-    names = sorted(KERNELS)
-    for i, launch in enumerate(launches):
-        kernel = names[int(launch["kernel"])]
-        layout, size = param_layout(kernel)
-        if int(launch["param_bytes"]) != size:
-            raise Refusal(f"launch {i} ({kernel}): parameter block is {int(launch['param_bytes'])} bytes, the kernel takes {size}")
-        base = int(launch["param_offset"])
-        scalars = {n: int(np.frombuffer(blob, "<i4", 1, base + o)[0]) for n, k, o in layout if k in ("i32", "u32")}
-        sizes = extents(kernel, scalars)
-        mine = {int(r["param_offset"]): r for r in relocs[int(launch["reloc_start"]):int(launch["reloc_start"] + launch["reloc_count"])]}
-        for name, kind, offset in layout:
-            if kind not in PTR_KINDS:
-                continue
-            r = mine.get(base + offset)
-            value = int(np.frombuffer(blob, "<u8", 1, base + offset)[0])
-            if r is None:
-                if value:
-                    raise Refusal(f"launch {i} ({kernel}) argument {name}: a pointer with no relocation")
-                continue
-            plane = planes[int(r["plane"])]
-            end = int(r["plane_offset"]) + sizes[name] * np.dtype(PTR_KINDS[kind]).itemsize
-            if value != plane["offset"] + int(r["plane_offset"]) or end > plane["bytes"]:
-                raise Refusal(f"launch {i} ({kernel}) argument {name}: bytes [{int(r['plane_offset'])}, {end}) "
-                              f"outside plane {plane['name']} ({plane['bytes']} bytes)")
-    return f"{len(relocs)} relocations in {len(launches)} launches inside their planes"
-
-
-def check_step_words(plan, realization, realized, profile):
-    learner = {k: Fraction(v) for k, v in plan["learner"].items()}
-    words, _ = tables.unpack("step_words", realized["step_words"])
-    first = int(f32_word(step_size_exact(learner["lr"], learner["beta1"], learner["beta2"], 1)), 16)
-    eps = int(f32_word(nearest_f32(learner["eps"] * learner["loss_scale"])), 16)
-    adamw_count = sum(c.get("kernel") == "adamw" for p in plan["pieces"] for c in p["commands"])
-    if len(words) != adamw_count:
-        raise Refusal(f"{len(words)} step words for {adamw_count} AdamW launches")
-    for w in words:
-        if int(w["step_size"]) != first or int(w["eps"]) != eps:
-            raise Refusal(f"launch {int(w['launch'])}: step words 0x{int(w['step_size']):08x}, 0x{int(w['eps']):08x}; "
-                          f"the plan's are 0x{first:08x}, 0x{eps:08x}")
-    return f"{len(words)} AdamW launches carry step size 0x{first:08x} and eps*S 0x{eps:08x}"
-
-
-def check_learner_schedule(plan, realization, realized, profile):
-    """The host's binary64 step size rounds to the plan's exact binary32 one at every step."""
-    learner = {k: Fraction(v) for k, v in plan["learner"].items()}
-    lr, b1, b2 = learner["lr"], learner["beta1"], learner["beta2"]
-    steps = plan["run"]["steps"]
-    for t in range(1, steps + 1):
-        exact, host = step_size_exact(lr, b1, b2, t), step_size_host(float(lr), float(b1), float(b2), t)
-        if exact != host:
-            raise Refusal(f"step {t}: host computes {f32_word(host)}, the exact step size is {f32_word(exact)}; "
-                          f"nudge lr or a beta")
-    return f"steps 1..{steps} agree"
-
-
-CHECKS = [("fits-card", check_fits_card), ("device-relocations", check_relocations),
-          ("learner-step-words", check_step_words), ("learner-schedule", check_learner_schedule)]
+def run_check(check, plan: dict, realization: dict, realized: dict, profile: dict) -> tuple[bool, str, dict]:
+    """(passed, detail, facts) of one check. A plan too malformed for a check to read fails it too."""
+    try:
+        out = check(plan, realization, realized, profile)
+    except Refusal as refusal:
+        return False, str(refusal), {}
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, CoppeliusError) as e:
+        return False, f"the plan or realization is malformed where this check reads it ({type(e).__name__}: {e})", {}
+    detail, facts = out if isinstance(out, tuple) else (out, {})
+    return True, detail, facts
 
 
 def admit(plan: dict, realization: dict, realized: dict, profile: dict) -> dict:
-    """Run every check; return the certificate (each check's outcome). Raise on the first failure."""
-    outcomes, failure = [], None
+    """Run every check; return the certificate (each check's outcome, and the certified step horizon:
+    the largest step count t, checkpoint.step + steps, that the learner schedule holds for)."""
+    outcomes, horizon = [], 0
     for name, check in CHECKS:
-        try:
-            outcomes.append({"check": name, "passed": True, "detail": check(plan, realization, realized, profile)})
-        except Refusal as refusal:
-            outcomes.append({"check": name, "passed": False, "detail": str(refusal)})
-            failure = failure or (name, str(refusal))
-    certificate = {"format": "coppelius-certificate", "version": 1, "target": profile["name"], "card": profile["card"],
-                   "plan_sha256": canonical.sha256(canonical.encode(plan) + b"\n"),
-                   "realization": {k: canonical.sha256(v) for k, v in sorted(realization.items())},
-                   "checks": outcomes, "admitted": failure is None}
-    return certificate
+        passed, detail, facts = run_check(check, plan, realization, realized, profile)
+        outcomes.append({"check": name, "passed": passed, "detail": detail})
+        horizon = facts.get("horizon", horizon)
+    return {"format": "coppelius-certificate", "version": 1, "target": profile["name"], "card": profile["card"],
+            "plan_sha256": canonical.sha256(canonical.encode(plan) + b"\n"),
+            "realization": {k: canonical.sha256(v) for k, v in sorted(realization.items())},
+            "tables": {k: canonical.sha256(v) for k, v in sorted(realized.items())},
+            "step_horizon": horizon,
+            "checks": outcomes, "admitted": all(o["passed"] for o in outcomes)}
 
 
 def refusal_of(certificate: dict) -> CoppeliusError | None:
+    """The one-line refusal naming the first failing check and its item, or None if admitted."""
     for outcome in certificate["checks"]:
         if not outcome["passed"]:
             return CoppeliusError(f"admission: check {outcome['check']} failed: {outcome['detail']}")
     return None
+
+
+def horizon_of(certificate: dict) -> int:
+    """The largest step count the certificate holds the host's step sizes for (0 if none)."""
+    return int(certificate.get("step_horizon", 0))

@@ -41,6 +41,7 @@ class Program:
         except (ValueError, KeyError, TypeError) as e:
             raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with `snakemake`")
         self.sha256 = canonical.sha256(Path(path).read_bytes())
+        self.certificate = json.loads(self.sections["certificate"])
 
 
 def open_device(program: Program):
@@ -93,6 +94,12 @@ class Run:
         contract = self.plan["contracts"]["checkpoint"]
         header = checkpoint.read_header(self.checkpoint_path)
         checkpoint.check_matches(self.checkpoint_path, header, contract["model"], contract["learner"])
+        horizon = int(self.program.certificate.get("step_horizon", 0))
+        end = header["step"] + self.plan["run"]["steps"]
+        if self.operation == "train" and end > horizon:
+            raise CoppeliusError(f"{self.checkpoint_path}: checkpoint step is {header['step']}; {self.plan['run']['steps']} "
+                                 f"more steps reach step {end}, past step {horizon}, the last the host's AdamW step sizes "
+                                 f"are certified for; resume from an earlier checkpoint or change lr or the betas and rebuild")
         checkpoint.verify_payload(self.checkpoint_path, header)
         return header
 

@@ -40,12 +40,16 @@ def file_digest(path: str | Path) -> str:
     return h.hexdigest()
 
 
+SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh")
+
+
 def code_digest(paths: list[str]) -> str:
-    """Digest of the package sources a stage runs (files or folders, relative to the package)."""
+    """Digest of the package sources a stage runs (files, or folders of Python and CUDA sources,
+    relative to the package)."""
     entries = []
     for rel in sorted(paths):
         base = PACKAGE / rel
-        files = sorted(base.rglob("*.py")) if base.is_dir() else [base]
+        files = sorted(f for pattern in SOURCE_PATTERNS for f in base.rglob(pattern)) if base.is_dir() else [base]
         for f in files:
             entries.append([f.relative_to(PACKAGE).as_posix(), canonical.sha256(f.read_bytes())])
     return canonical.digest(entries)

@@ -51,6 +51,15 @@ KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 THREADS = 256
+# Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
+PACK = 8                # fp16 values per thread in the element-wise kernels (common.cuh: PACK)
+ENCODER_ROWS = 64       # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
+ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
+ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
+LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
+LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
+TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
+               "attention_backward")
 
 
 def elements(kernel: str, s: dict) -> int:
@@ -69,14 +78,39 @@ def elements(kernel: str, s: dict) -> int:
     return s["N"]
 
 
+def _cdiv(a: int, b: int) -> int:
+    return max(1, -(-a // b))
+
+
 def geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
-    """(grid, block, dynamic shared bytes) of a launch, as the CUDA kernels expect it.
+    """(grid, block, dynamic shared bytes) of a launch, as the CUDA kernels expect it (every arch).
 
     The cpu device ignores the geometry; the plan records it so that admission can hold every
-    launch to the card's limits and the CUDA device replays it as planned.
+    launch to the card's limits and the CUDA device replays it as planned. Each kernel's comment
+    in its .cuh file says the same; tests/gpu checks the two agree.
     """
-    n = max(1, elements(kernel, scalars))
-    return [-(-n // THREADS), 1, 1], [THREADS, 1, 1], 0
+    if kernel in TENSOR_CORE:
+        # matmul/attention geometry: set by their kernels (tensor_core_geometry.py mirrors their tiles)
+        from .tensor_core_geometry import tensor_core_geometry
+        return tensor_core_geometry(kernel, scalars)
+    s = scalars
+    if kernel == "encoder_forward":
+        grid = [_cdiv(s["B"] * s["T"] * s["C"], PACK * THREADS), 1, 1]
+    elif kernel == "encoder_backward":  # row-group blocks, then dwpe blocks; channel chunks in y
+        grid = [_cdiv(s["Vp"], ENCODER_ROWS) + _cdiv(s["T"], ENCODER_POSITIONS), _cdiv(s["C"], ENCODER_CHUNK), 1]
+    elif kernel == "layernorm_forward":
+        grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
+    elif kernel == "layernorm_backward":  # column blocks, then row blocks
+        grid = [_cdiv(s["C"], LAYERNORM_COLUMNS) + _cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
+    elif kernel in ("crossentropy_forward", "crossentropy_backward", "argmax_forward"):
+        grid = [max(1, s["N"]), 1, 1]
+    elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):
+        grid = [_cdiv(s["N"], PACK * THREADS), 1, 1]
+    elif kernel in ("adamw", "cast_half"):
+        grid = [_cdiv(s["N"], THREADS), 1, 1]
+    else:
+        raise KeyError(f"{kernel} is not a catalog kernel")
+    return grid, [THREADS, 1, 1], 0
 
 
 def param_layout(kernel: str) -> tuple[list[tuple[str, str, int]], int]:

@@ -17,11 +17,12 @@ def cpu_image(plan: dict) -> bytes:
 
 
 def realize(plan: dict, target: dict) -> dict[str, bytes]:
-    if target["arch"] != "numpy":
-        from ..errors import CoppeliusError
-        raise CoppeliusError(f"config: key 'target' is {target['name']!r}: its CUDA kernels ({target['arch']}) are "
-                             f"not realized yet; build this target up to its plan (results/{target['name']}/plan.json)")
-    return {"image": cpu_image(plan), "kernel_info": cpu_kernel_info(plan), **encode_program(plan)}
+    if target["arch"] == "numpy":
+        return {"image": cpu_image(plan), "kernel_info": cpu_kernel_info(plan), **encode_program(plan)}
+    from .nvrtc import compile_cubin, gpu_kernel_info
+    cubin, version = compile_cubin(target["arch"])
+    return {"image": cubin, "kernel_info": gpu_kernel_info(plan, cubin, target["arch"], version),
+            **encode_program(plan)}
 
 
 def cpu_kernel_info(plan: dict) -> bytes:

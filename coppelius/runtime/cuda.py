@@ -166,7 +166,8 @@ class CudaDevice(Device):
         for w in self.step_words:
             launch = int(w["launch"])
             if launch not in self.kernel_nodes:
-                raise CoppeliusError(f"step_words: launch {launch} is in no ring entry; rebuild the tables with `snakemake`")
+                raise CoppeliusError(f"step_words: launch {launch} is in no ring entry; "
+                                     f"rebuild the tables with `snakemake`")
             self.step_nodes += [(n, launch) for n in self.kernel_nodes[launch]]
 
     def _function(self, name: str, index: int):
@@ -211,14 +212,15 @@ class CudaDevice(Device):
             else:
                 p = driver.CUDA_MEMCPY3D()
                 memory = driver.CUmemorytype
+                src, dst = c["src_offset"] + at, c["dst_offset"] + at
                 if op == tables.OPS["h2d"]:
-                    p.srcMemoryType, p.srcHost = memory.CU_MEMORYTYPE_HOST, self._host(c["src"], c["src_offset"] + at)
+                    p.srcMemoryType, p.srcHost = memory.CU_MEMORYTYPE_HOST, self._host(c["src"], src)
                 else:
-                    p.srcMemoryType, p.srcDevice = memory.CU_MEMORYTYPE_DEVICE, self._device(c["src"], c["src_offset"] + at)
+                    p.srcMemoryType, p.srcDevice = memory.CU_MEMORYTYPE_DEVICE, self._device(c["src"], src)
                 if op == tables.OPS["d2h"]:
-                    p.dstMemoryType, p.dstHost = memory.CU_MEMORYTYPE_HOST, self._host(c["dst"], c["dst_offset"] + at)
+                    p.dstMemoryType, p.dstHost = memory.CU_MEMORYTYPE_HOST, self._host(c["dst"], dst)
                 else:
-                    p.dstMemoryType, p.dstDevice = memory.CU_MEMORYTYPE_DEVICE, self._device(c["dst"], c["dst_offset"] + at)
+                    p.dstMemoryType, p.dstDevice = memory.CU_MEMORYTYPE_DEVICE, self._device(c["dst"], dst)
                 p.WidthInBytes, p.Height, p.Depth = span, 1, 1
                 node = check(driver.cuGraphAddMemcpyNode(graph, previous, len(previous), p, self.ctx),
                              "cuGraphAddMemcpyNode")
@@ -266,7 +268,8 @@ class CudaDevice(Device):
 
     def synchronize(self) -> None:
         if self.stream is not None:
-            after = "" if self.last is None else f" (after ring entry {self.last}, piece {int(self.ring[self.last]['piece'])})"
+            after = "" if self.last is None else \
+                f" (after ring entry {self.last}, piece {int(self.ring[self.last]['piece'])})"
             check(driver.cuStreamSynchronize(self.stream), "cuStreamSynchronize" + after)
 
     def close(self) -> None:

@@ -147,6 +147,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     extern __shared__ __align__(128) unsigned char coptc_smem[];
     __half* sm = reinterpret_cast<__half*>(coptc_smem);
 
+    if (M <= 0 || Nn <= 0) return;  // nothing to write
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN;
     int tm, tn;
     mm_tile_of(blockIdx.x, tilesM, tilesN, tm, tn);

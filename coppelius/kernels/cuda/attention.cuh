@@ -1,0 +1,638 @@
+// Coppelius tensor-core causal attention: attention_forward, attention_backward.
+//
+// Parameters are the kernel catalog's (coppelius/plan/kernels.py), in its order; the launch
+// geometry is coppelius/plan/tensor_core_geometry.py's (the tile constants below must match it).
+// qkv is (B, T, 3C): q, k, v at channel offsets 0, C, 2C, head h at h*hs, hs = C / NH.
+// The head size is padded to HSP in {16, 32, 64, 128} (zero-filled in shared memory); any hs up
+// to 128 works, hs a multiple of 8 (with C) takes the cp.async path, others load element-wise.
+//
+// forward (flash attention 2): a block = 4 warps = 64 query rows of one (b, h); each warp owns
+//   16 rows and walks the key/value tiles (64 keys, 32 for HSP 128) up to the diagonal, S = Q K^T
+//   and O += P V on mma.sync, online softmax in fp32 (base-2 exponentials), P rounded to fp16 for
+//   the PV product. lse (natural log, of the scaled scores) is saved per row.
+// backward: one launch, two kinds of block, interleaved (even blockIdx.x: key block, odd: query
+//   block), heaviest first, so that no output needs atomics:
+//   key block   (64 keys, a warp 16 of them) walks the query tiles from its diagonal on,
+//               recomputes P^T = exp(K Q^T * scale - lse) and dP^T = V dO^T, and accumulates
+//               dV = P^T dO and dK = dS^T Q, dS = P (dP - D), D = rowsum(dO * O);
+//   query block (64 queries, a warp 16) walks the key tiles up to its diagonal, recomputes P and
+//               dP and accumulates dQ = dS K.
+//   Each element of dqkv is written once, by one thread, summed in a fixed order: deterministic.
+#pragma once
+#include <cuda_fp16.h>
+
+#ifndef COPPELIUS_TC_HELPERS
+#define COPPELIUS_TC_HELPERS
+namespace coptc {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(const void* p, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(const void* p, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(smem_u32(p)));
+}
+
+// d += a(16x16, row) * b(16x8, col), fp16 operands, fp32 accumulators.
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> one register of two fp16 (lo in the low half), round to nearest even.
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+
+// Element offset of chunk c (8 halves) of row r in a tile of CH chunks a row, XOR-swizzled so
+// that 8 consecutive rows at one logical chunk fall in 8 distinct 16-byte bank groups.
+template <int CH>
+__device__ __forceinline__ int swz(int r, int c) {
+    constexpr int ROWS_PER_PERIOD = CH >= 8 ? 1 : 8 / CH;
+    constexpr int MASK = (CH >= 8 ? 8 : CH) - 1;
+    return r * (CH * 8) + ((c ^ ((r / ROWS_PER_PERIOD) & MASK)) << 3);
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
+
+}  // namespace coptc
+#endif  // COPPELIUS_TC_HELPERS
+
+#ifndef COPPELIUS_TC_ATTENTION
+#define COPPELIUS_TC_ATTENTION
+namespace coptc {
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+#define COPTC_NEG_INF (-__int_as_float(0x7f800000))
+#ifndef COPTC_ATTN_MIN_BLOCKS
+#define COPTC_ATTN_MIN_BLOCKS 3  // blocks an SM must hold: caps registers at 168 a thread
+#endif
+
+// Tile constants (tensor_core_geometry.py mirrors them).
+constexpr int AT_THREADS = 128;  // 4 warps
+constexpr int AT_BR = 64;        // query rows of a forward block / of a backward query block
+constexpr int AT_BCK = 64;       // keys of a backward key block
+template <int HSP> struct AttnTiles {
+    static constexpr int FWD_BC = HSP <= 64 ? 64 : 32;  // forward: keys a tile (2 stages)
+    static constexpr int BWD_BRK = HSP <= 64 ? 64 : 16; // backward key block: queries a tile
+    static constexpr int BWD_BCQ = HSP <= 64 ? 64 : 32; // backward query block: keys a tile
+    static constexpr int BWD_QST = HSP <= 64 ? 2 : 1;   // backward query block: key tile stages
+};
+
+// Load rows [t0, t0 + ROWS) x [0, HSP) of one head of one of q/k/v (pointer g at its channel
+// offset, row stride rs) into a swizzled tile; rows >= T and columns >= hs are zero.
+template <int ROWS, int HSP>
+__device__ __forceinline__ void at_load(__half* s, const __half* __restrict__ g, int t0, int T, int hs, size_t rs,
+                                        bool vec) {
+    constexpr int CH = HSP / 8;
+    constexpr int CHUNKS = ROWS * CH;
+#pragma unroll
+    for (int i = 0; i < (CHUNKS + AT_THREADS - 1) / AT_THREADS; ++i) {
+        const int id = threadIdx.x + i * AT_THREADS;
+        if (CHUNKS % AT_THREADS != 0 && id >= CHUNKS) break;
+        const int r = id / CH, c = id % CH;
+        const int t = t0 + r, d = c * 8;
+        __half* dst = s + swz<CH>(r, c);
+        const __half* src = g + (size_t)t * rs + d;
+        if (vec) {
+            const bool ok = t < T && d < hs;
+            cp_async16(dst, ok ? src : g, ok);
+        } else {
+            __align__(16) __half v[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = (t < T && d + e < hs) ? src[e] : __float2half_rn(0.f);
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4*>(v);
+        }
+    }
+}
+
+// A fragments (16 rows x HSP) of a warp's rows [r0, r0+16) of a swizzled tile.
+template <int HSP>
+__device__ __forceinline__ void at_frag_a(unsigned (*f)[4], const __half* s, int r0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < HSP / 16; ++kk)
+        ldsm_x4(s + swz<HSP / 8>(r0 + (lane & 15), kk * 2 + (lane >> 4)), f[kk][0], f[kk][1], f[kk][2], f[kk][3]);
+}
+
+// acc[16 x NCOL] += A(16 x HSP, fragments) * tile(NCOL rows x HSP)^T  (tile rows are the n index).
+template <int HSP, int NCOL>
+__device__ __forceinline__ void at_mm_nt(float (*acc)[4], const unsigned (*a)[4], const __half* s, int lane) {
+#pragma unroll
+    for (int ni = 0; ni < NCOL / 8; ni += 2) {
+#pragma unroll
+        for (int kk = 0; kk < HSP / 16; ++kk) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4(s + swz<HSP / 8>(ni * 8 + ((lane >> 4) << 3) + (lane & 7), kk * 2 + ((lane >> 3) & 1)), b0, b1,
+                    b2, b3);
+            mma16816(acc[ni], a[kk], b0, b1);
+            mma16816(acc[ni + 1], a[kk], b2, b3);
+        }
+    }
+}
+
+// acc[16 x HSP] += P(16 x NK, as C-fragments of a 16 x NK product) * tile(NK rows x HSP).
+template <int HSP, int NK>
+__device__ __forceinline__ void at_mm_pv(float (*acc)[4], const float (*p)[4], const __half* s, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < NK / 16; ++kk) {
+        unsigned a[4];
+        a[0] = pack_half2(p[2 * kk][0], p[2 * kk][1]);
+        a[1] = pack_half2(p[2 * kk][2], p[2 * kk][3]);
+        a[2] = pack_half2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[3] = pack_half2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+#pragma unroll
+        for (int dn = 0; dn < HSP / 8; dn += 2) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4_t(s + swz<HSP / 8>(kk * 16 + (lane & 15), dn + (lane >> 4)), b0, b1, b2, b3);
+            mma16816(acc[dn], a, b0, b1);
+            mma16816(acc[dn + 1], a, b2, b3);
+        }
+    }
+}
+
+// Store a warp's 16 x HSP accumulator (times mul) to rows t0.. of a (B,T,*) tensor, row stride rs.
+template <int HSP>
+__device__ __forceinline__ void at_store(__half* g, size_t rs, const float (*acc)[4], float mul, int t0, int T,
+                                         int hs, bool pair_ok, int lane) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int t = t0 + (lane >> 2) + h * 8;
+        if (t >= T) continue;
+        __half* row = g + (size_t)t * rs;
+#pragma unroll
+        for (int dn = 0; dn < HSP / 8; ++dn) {
+            const int d = dn * 8 + (lane & 3) * 2;
+            const float v0 = acc[dn][2 * h] * mul, v1 = acc[dn][2 * h + 1] * mul;
+            if (pair_ok && d + 1 < hs) {
+                *reinterpret_cast<__half2*>(row + d) = __floats2half2_rn(v0, v1);
+            } else {
+                if (d < hs) row[d] = __float2half_rn(v0);
+                if (d + 1 < hs) row[d + 1] = __float2half_rn(v1);
+            }
+        }
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void at_zero(float (*a)[4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[i][e] = 0.f;
+}
+
+// sum_d a[d] * b[d] over d in [d0, d1) (fp16 in, fp32 sum in d order)
+__device__ __forceinline__ float at_dot(const __half* __restrict__ a, const __half* __restrict__ b, int d0, int d1) {
+    float s = 0.f;
+    for (int d = d0; d < d1; ++d) s += __half2float(a[d]) * __half2float(b[d]);
+    return s;
+}
+
+// ------------------------------------------------------------------------------------- forward
+
+template <int HSP>
+__device__ __noinline__ void attn_fwd(__half* __restrict__ out, float* __restrict__ lse,
+                                         const __half* __restrict__ qkv, int B, int T, int C, int NH) {
+    constexpr int BR = AT_BR, BC = AttnTiles<HSP>::FWD_BC, KT = HSP / 16, NKV = BC / 8, ND = HSP / 8;
+    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    __half* sQ = reinterpret_cast<__half*>(coptc_smem);
+    __half* sK = sQ + BR * HSP;       // [2][BC][HSP]
+    __half* sV = sK + 2 * BC * HSP;   // [2][BC][HSP]
+
+    const int hs = C / NH;
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int nq = (T + BR - 1) / BR;
+    const int qt = nq - 1 - (int)blockIdx.x;  // the longest rows first
+    const int q0 = qt * BR;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const size_t rs = (size_t)3 * C;
+    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
+    const __half* gk = gq + C;
+    const __half* gv = gq + 2 * C;
+    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv);
+    const float sc = rsqrtf((float)hs) * LOG2E;  // scores in log2 units
+
+    const int last = min(q0 + BR, T) - 1;
+    const int nkv = last / BC + 1;
+
+    at_load<BR, HSP>(sQ, gq, q0, T, hs, rs, vec);
+    at_load<BC, HSP>(sK, gk, 0, T, hs, rs, vec);
+    at_load<BC, HSP>(sV, gv, 0, T, hs, rs, vec);
+    cp_async_commit();
+
+    unsigned qf[KT][4];
+    float o[ND][4];
+    at_zero<ND>(o);
+    float m[2] = {COPTC_NEG_INF, COPTC_NEG_INF}, l[2] = {0.f, 0.f};
+    const int qw = q0 + warp * 16;  // this warp's first row
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+
+    for (int j = 0; j < nkv; ++j) {
+        if (j + 1 < nkv) {
+            at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
+            at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        if (j == 0) at_frag_a<HSP>(qf, sQ, warp * 16, lane);
+        const __half* k_s = sK + (j & 1) * BC * HSP;
+        const __half* v_s = sV + (j & 1) * BC * HSP;
+
+        float s[NKV][4];
+        at_zero<NKV>(s);
+        at_mm_nt<HSP, BC>(s, qf, k_s, lane);
+
+        const int k0 = j * BC;
+        const bool need_mask = k0 + BC - 1 > qw || k0 + BC > T;
+        float mx[2] = {COPTC_NEG_INF, COPTC_NEG_INF};
+#pragma unroll
+        for (int ni = 0; ni < NKV; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float v = s[ni][e] * sc;
+                if (need_mask) {
+                    const int key = k0 + ni * 8 + t2 + (e & 1), q = qw + g + (e >> 1) * 8;
+                    if (key > q || key >= T) v = COPTC_NEG_INF;
+                }
+                s[ni][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        float alpha[2], mu[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float mn = fmaxf(m[r], mx[r]);
+            mu[r] = mn == COPTC_NEG_INF ? 0.f : mn;
+            alpha[r] = exp2f(m[r] - mu[r]);
+            m[r] = mn;
+        }
+        float rsum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int ni = 0; ni < NKV; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float p = exp2f(s[ni][e] - mu[e >> 1]);
+                s[ni][e] = p;
+                rsum[e >> 1] += p;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rsum[r];
+#pragma unroll
+        for (int dn = 0; dn < ND; ++dn) {
+            o[dn][0] *= alpha[0];
+            o[dn][1] *= alpha[0];
+            o[dn][2] *= alpha[1];
+            o[dn][3] *= alpha[1];
+        }
+        at_mm_pv<HSP, BC>(o, s, v_s, lane);
+        __syncthreads();  // this stage is loaded again two tiles on
+    }
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.f / l[r];
+    }
+    // out = o / l, row by row: scale each row's accumulators before the shared store routine
+#pragma unroll
+    for (int dn = 0; dn < ND; ++dn) {
+        o[dn][0] *= inv[0];
+        o[dn][1] *= inv[0];
+        o[dn][2] *= inv[1];
+        o[dn][3] *= inv[1];
+    }
+    const bool pair_ok = (hs % 2) == 0 && (C % 2) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+    at_store<HSP>(out + (size_t)b * T * C + (size_t)h * hs, (size_t)C, o, 1.f, qw, T, hs, pair_ok, lane);
+    if ((lane & 3) == 0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int q = qw + g + r * 8;
+            if (q < T) lse[((size_t)b * NH + h) * T + q] = (m[r] + log2f(l[r])) * LN2;
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------ backward
+
+// Key block: keys [k0, k0 + 64) of (b, h); writes dk and dv of those keys. For HSP 128 the query
+// tiles are walked twice, dv accumulated in the first pass and dk in the second, so that only one
+// 16 x 128 accumulator a warp is live (S^T is computed in both passes).
+template <int HSP>
+__device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const __half* __restrict__ dout,
+                                              const __half* __restrict__ qkv, const __half* __restrict__ outp,
+                                              const float* __restrict__ lse, int b, int h, int kb, int T, int C,
+                                              int NH) {
+    constexpr int BCK = AT_BCK, BRK = AttnTiles<HSP>::BWD_BRK, KT = HSP / 16, ND = HSP / 8;
+    constexpr int SUB = BRK < 32 ? BRK : 32, NQ = SUB / 8;
+    constexpr bool SPLIT = HSP > 64;
+    constexpr int PASSES = SPLIT ? 2 : 1;
+    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    __half* sK = reinterpret_cast<__half*>(coptc_smem);
+    __half* sV = sK + BCK * HSP;
+    __half* sQ = sV + BCK * HSP;
+    __half* sO = sQ + BRK * HSP;  // dO tile
+    __half* sX = sO + BRK * HSP;  // out tile (for D)
+    float* sL = reinterpret_cast<float*>(sX + BRK * HSP);  // lse * log2(e)
+    float* sD = sL + BRK;                                  // rowsum(dO * O)
+
+    const int hs = C / NH;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    const size_t rs = (size_t)3 * C;
+    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
+    const __half* gk = gq + C;
+    const __half* gv = gq + 2 * C;
+    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;
+    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;
+    const float* gl = lse + ((size_t)b * NH + h) * T;
+    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout);
+    const float scale = rsqrtf((float)hs);
+    const float sc = scale * LOG2E;
+    const int k0 = kb * BCK;
+    const int kw = k0 + warp * 16;  // this warp's first key
+    const bool pair_ok = (hs % 2) == 0 && (C % 2) == 0 && (reinterpret_cast<size_t>(dqkv) & 3) == 0;
+    __half* gdk = dqkv + (size_t)b * T * rs + (size_t)h * hs + C;
+
+    at_load<BCK, HSP>(sK, gk, k0, T, hs, rs, vec);
+    at_load<BCK, HSP>(sV, gv, k0, T, hs, rs, vec);
+    cp_async_commit();
+
+    unsigned kf[KT][4], vf[KT][4];
+    float acc[ND][4];                 // dv (SPLIT: dv in pass 0, dk in pass 1)
+    float acc2[SPLIT ? 1 : ND][4];    // dk
+    const int nqt = (T + BRK - 1) / BRK;
+    constexpr int TPR = AT_THREADS / BRK;  // threads a row for D
+    static_assert((HSP / TPR) % 8 == 0, "D: whole chunks a thread");
+#pragma unroll 1
+    for (int pass = 0; pass < PASSES; ++pass) {
+        const bool want_dp = !SPLIT || pass == 1;
+        at_zero<ND>(acc);
+        if constexpr (!SPLIT) at_zero<ND>(acc2);
+        for (int i = k0 / BRK; i < nqt; ++i) {
+            const int q0 = i * BRK;
+            __syncthreads();  // the previous tile's readers are done
+            at_load<BRK, HSP>(sQ, gq, q0, T, hs, rs, vec);
+            at_load<BRK, HSP>(sO, gdo, q0, T, hs, (size_t)C, vec);
+            if (want_dp) at_load<BRK, HSP>(sX, go, q0, T, hs, (size_t)C, vec);
+            cp_async_commit();
+            if (tid < BRK) sL[tid] = q0 + tid < T ? gl[q0 + tid] * LOG2E : 0.f;
+            cp_async_wait<0>();
+            __syncthreads();
+            if (want_dp) {  // D of the tile's rows, from the shared tiles (zero past hs and T)
+                const int r = tid / TPR, part = tid % TPR;
+                constexpr int PER = HSP / TPR;  // a multiple of 8: whole chunks
+                float dsum = 0.f;
+#pragma unroll
+                for (int c = 0; c < PER / 8; ++c) {
+                    const int off = swz<HSP / 8>(r, part * (PER / 8) + c);
+#pragma unroll
+                    for (int e = 0; e < 8; e += 2) {
+                        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(sO + off + e));
+                        const float2 x = __half22float2(*reinterpret_cast<const __half2*>(sX + off + e));
+                        dsum += a.x * x.x;
+                        dsum += a.y * x.y;
+                    }
+                }
+#pragma unroll
+                for (int w = 1; w < TPR; w <<= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, w);
+                if (part == 0) sD[r] = dsum;
+                __syncthreads();
+            }
+            if (i == k0 / BRK) {
+                at_frag_a<HSP>(kf, sK, warp * 16, lane);
+                if (want_dp) at_frag_a<HSP>(vf, sV, warp * 16, lane);
+            }
+            if (q0 + BRK - 1 < kw) continue;  // every query of the tile precedes this warp's keys
+#pragma unroll 1
+            for (int sub = 0; sub < BRK / SUB; ++sub) {  // SUB queries at a time: fewer registers live
+                const int qs = q0 + sub * SUB;
+                if (qs + SUB - 1 < kw) continue;
+                const __half* q_s = sQ + sub * SUB * HSP;  // (the swizzle period divides SUB rows)
+                const __half* o_s = sO + sub * SUB * HSP;
+                float st[NQ][4], dpt[NQ][4];
+                at_zero<NQ>(st);
+                at_mm_nt<HSP, SUB>(st, kf, q_s, lane);
+                if (want_dp) {
+                    at_zero<NQ>(dpt);
+                    at_mm_nt<HSP, SUB>(dpt, vf, o_s, lane);
+                }
+                const bool need_mask = qs < kw + 15 || qs + SUB > T;
+#pragma unroll
+                for (int ni = 0; ni < NQ; ++ni)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int ql = sub * SUB + ni * 8 + t2 + (e & 1);  // query within the tile (column)
+                        float p = exp2f(st[ni][e] * sc - sL[ql]);
+                        if (need_mask) {
+                            const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
+                            if (key > q || q >= T) p = 0.f;
+                        }
+                        st[ni][e] = p;                                        // P^T
+                        if (want_dp) dpt[ni][e] = p * (dpt[ni][e] - sD[ql]);  // dS^T
+                    }
+                if constexpr (!SPLIT) {
+                    at_mm_pv<HSP, SUB>(acc, st, o_s, lane);    // dv += P^T dO
+                    at_mm_pv<HSP, SUB>(acc2, dpt, q_s, lane);  // dk += dS^T Q
+                } else {
+                    if (pass == 0) at_mm_pv<HSP, SUB>(acc, st, o_s, lane);
+                    else at_mm_pv<HSP, SUB>(acc, dpt, q_s, lane);
+                }
+            }
+        }
+        if constexpr (!SPLIT) {
+            at_store<HSP>(gdk, rs, acc2, scale, kw, T, hs, pair_ok, lane);
+            at_store<HSP>(gdk + C, rs, acc, 1.f, kw, T, hs, pair_ok, lane);
+        } else {
+            if (pass == 0) at_store<HSP>(gdk + C, rs, acc, 1.f, kw, T, hs, pair_ok, lane);
+            else at_store<HSP>(gdk, rs, acc, scale, kw, T, hs, pair_ok, lane);
+        }
+    }
+}
+
+// Query block: queries [q0, q0 + 64) of (b, h); writes dq of those queries.
+template <int HSP>
+__device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, const __half* __restrict__ dout,
+                                                 const __half* __restrict__ qkv, const __half* __restrict__ outp,
+                                                 const float* __restrict__ lse, int b, int h, int qb, int T, int C,
+                                                 int NH) {
+    constexpr int BR = AT_BR, BC = AttnTiles<HSP>::BWD_BCQ, ST = AttnTiles<HSP>::BWD_QST;
+    constexpr int KT = HSP / 16, ND = HSP / 8, SUB = 32, NKV = SUB / 8;
+    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    __half* sQ = reinterpret_cast<__half*>(coptc_smem);
+    __half* sO = sQ + BR * HSP;   // dO
+    __half* sK = sO + BR * HSP;   // [ST][BC][HSP]
+    __half* sV = sK + ST * BC * HSP;
+
+    const int hs = C / NH;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    const size_t rs = (size_t)3 * C;
+    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
+    const __half* gk = gq + C;
+    const __half* gv = gq + 2 * C;
+    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;
+    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;
+    const float* gl = lse + ((size_t)b * NH + h) * T;
+    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout);
+    const float scale = rsqrtf((float)hs);
+    const float sc = scale * LOG2E;
+    const int q0 = qb * BR;
+    const int qw = q0 + warp * 16;
+
+    at_load<BR, HSP>(sQ, gq, q0, T, hs, rs, vec);
+    at_load<BR, HSP>(sO, gdo, q0, T, hs, (size_t)C, vec);
+    at_load<BC, HSP>(sK, gk, 0, T, hs, rs, vec);
+    at_load<BC, HSP>(sV, gv, 0, T, hs, rs, vec);
+    cp_async_commit();
+
+    // lse (log2 units) and D of this thread's two rows, qw + g and qw + g + 8
+    float lr[2], dr[2];
+    {
+        const int q = qw + (lane & 15), half_ = lane >> 4;
+        float dsum = 0.f;
+        if (q < T) {
+            const int per = (hs + 1) / 2;
+            const int d0 = min(hs, half_ * per), d1 = min(hs, d0 + per);
+            dsum = at_dot(gdo + (size_t)q * C, go + (size_t)q * C, d0, d1);
+        }
+        dsum += __shfl_xor_sync(0xffffffffu, dsum, 16);
+        const float lq = q < T ? gl[q] * LOG2E : 0.f;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            dr[r] = __shfl_sync(0xffffffffu, dsum, g + r * 8);
+            lr[r] = __shfl_sync(0xffffffffu, lq, g + r * 8);
+        }
+    }
+
+    constexpr bool Q_REGS = HSP <= 64;  // Q and dO fragments held (else reloaded a sub-tile)
+    unsigned qf[KT][4], of[Q_REGS ? KT : 1][4];
+    float dq[ND][4];
+    at_zero<ND>(dq);
+    const int last = min(q0 + BR, T) - 1;
+    const int nkv = last / BC + 1;
+
+    for (int j = 0; j < nkv; ++j) {
+        const __half* k_s = sK + (ST == 2 ? (j & 1) : 0) * BC * HSP;
+        const __half* v_s = sV + (ST == 2 ? (j & 1) : 0) * BC * HSP;
+        if (ST == 2) {
+            if (j + 1 < nkv) {
+                at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
+                at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);
+            }
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            if (j > 0) {
+                at_load<BC, HSP>(sK, gk, j * BC, T, hs, rs, vec);
+                at_load<BC, HSP>(sV, gv, j * BC, T, hs, rs, vec);
+                cp_async_commit();
+            }
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (Q_REGS && j == 0) {
+            at_frag_a<HSP>(qf, sQ, warp * 16, lane);
+            at_frag_a<HSP>(of, sO, warp * 16, lane);
+        }
+#pragma unroll 1
+        for (int sub = 0; sub < BC / SUB; ++sub) {  // SUB keys at a time: fewer registers live
+            const int k0 = j * BC + sub * SUB;
+            if (k0 > qw + 15) continue;  // no key of the sub-tile is visible to this warp's rows
+            const __half* ks = k_s + sub * SUB * HSP;  // (the swizzle period divides SUB rows)
+            const __half* vs = v_s + sub * SUB * HSP;
+            float s[NKV][4], dp[NKV][4];
+            at_zero<NKV>(s);
+            at_zero<NKV>(dp);
+            if constexpr (Q_REGS) {
+                at_mm_nt<HSP, SUB>(s, qf, ks, lane);
+                at_mm_nt<HSP, SUB>(dp, of, vs, lane);
+            } else {  // one fragment array, reloaded: fewer registers live
+                at_frag_a<HSP>(qf, sQ, warp * 16, lane);
+                at_mm_nt<HSP, SUB>(s, qf, ks, lane);
+                at_frag_a<HSP>(qf, sO, warp * 16, lane);
+                at_mm_nt<HSP, SUB>(dp, qf, vs, lane);
+            }
+            const bool need_mask = k0 + SUB - 1 > qw || k0 + SUB > T;
+#pragma unroll
+            for (int ni = 0; ni < NKV; ++ni)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = e >> 1;
+                    float p = exp2f(s[ni][e] * sc - lr[r]);
+                    if (need_mask) {
+                        const int key = k0 + ni * 8 + t2 + (e & 1), q = qw + g + r * 8;
+                        if (key > q || key >= T || q >= T) p = 0.f;
+                    }
+                    s[ni][e] = p * (dp[ni][e] - dr[r]);  // dS
+                }
+            at_mm_pv<HSP, SUB>(dq, s, ks, lane);
+        }
+        __syncthreads();  // the stage is loaded again
+    }
+    const bool pair_ok = (hs % 2) == 0 && (C % 2) == 0 && (reinterpret_cast<size_t>(dqkv) & 3) == 0;
+    at_store<HSP>(dqkv + (size_t)b * T * rs + (size_t)h * hs, rs, dq, scale, qw, T, hs, pair_ok, lane);
+}
+
+template <int HSP>
+__device__ __noinline__ void attn_bwd(__half* dqkv, const __half* dout, const __half* qkv, const __half* out,
+                                         const float* lse, int B, int T, int C, int NH) {
+    const int x = blockIdx.x, b = blockIdx.z, h = blockIdx.y;
+    const int nt = (T + AT_BR - 1) / AT_BR;  // = key blocks = query blocks (AT_BCK == AT_BR)
+    if ((x & 1) == 0)
+        attn_bwd_keys<HSP>(dqkv, dout, qkv, out, lse, b, h, x >> 1, T, C, NH);
+    else
+        attn_bwd_queries<HSP>(dqkv, dout, qkv, out, lse, b, h, nt - 1 - (x >> 1), T, C, NH);
+}
+
+}  // namespace coptc
+
+// Causal attention from packed qkv (B,T,3C): out (B,T,C), lse (B,NH,T) natural-log-sum-exp of the
+// scaled scores. Head sizes up to 128.
+extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_MIN_BLOCKS)
+    attention_forward(__half* out, float* lse, const __half* qkv, int B, int T, int C, int NH) {
+    if (T <= 0 || NH <= 0) return;
+    const int hs = C / NH;
+    if (hs <= 16) coptc::attn_fwd<16>(out, lse, qkv, B, T, C, NH);
+    else if (hs <= 32) coptc::attn_fwd<32>(out, lse, qkv, B, T, C, NH);
+    else if (hs <= 64) coptc::attn_fwd<64>(out, lse, qkv, B, T, C, NH);
+    else coptc::attn_fwd<128>(out, lse, qkv, B, T, C, NH);
+}
+
+// dqkv (B,T,3C) from dout, qkv, out, lse; P recomputed from lse.
+extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_MIN_BLOCKS)
+    attention_backward(__half* dqkv, const __half* dout, const __half* qkv, const __half* out, const float* lse, int B,
+                       int T, int C, int NH) {
+    if (T <= 0 || NH <= 0) return;
+    const int hs = C / NH;
+    if (hs <= 16) coptc::attn_bwd<16>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    else if (hs <= 32) coptc::attn_bwd<32>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    else if (hs <= 64) coptc::attn_bwd<64>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    else coptc::attn_bwd<128>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+}
+#endif  // COPPELIUS_TC_ATTENTION

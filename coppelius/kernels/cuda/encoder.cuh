@@ -1,0 +1,211 @@
+// encoder_forward and encoder_backward: token and position embeddings.
+#ifndef COPPELIUS_ENCODER_CUH
+#define COPPELIUS_ENCODER_CUH
+#include "common.cuh"
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. One thread per pack of 8 output values;
+// grid.x = ceil(B*T*C / 8 / 256).
+extern "C" __global__ void __launch_bounds__(256)
+    encoder_forward(__half* out, const int* tokens, const __half* wte, const __half* wpe, int B, int T, int C, int Vp) {
+    using namespace cpl;
+    const i64 total = (i64)B * T * C;
+    const i64 i = ((i64)blockIdx.x * THREADS + threadIdx.x) * PACK;
+    if (i >= total) return;
+    if (C % PACK == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe)) {  // the pack lies in one row
+        const i64 bt = i / C;
+        const int c = (int)(i - bt * C), t = (int)(bt % T);
+        Pack a = load_pack(wte, (i64)tokens[bt] * C + c, (i64)Vp * C, true);
+        const Pack p = load_pack(wpe, (i64)t * C + c, (i64)T * C, true);
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) a.v[k] = a.v[k] + p.v[k];
+        store_pack(out, i, total, true, a);
+        return;
+    }
+    for (i64 j = i; j < i + PACK && j < total; ++j) {
+        const i64 bt = j / C;
+        const int c = (int)(j - bt * C), t = (int)(bt % T);
+        st(out, j, ld(wte, (i64)tokens[bt] * C + c) + ld(wpe, (i64)t * C + c));
+    }
+}
+
+// encoder_backward: dwte[v,:] += sum of dout[p,:] over the positions p with tokens[p] == v, and
+// dwpe[t,:] = sum over b of dout[b,t,:].
+//
+// Deterministic without scratch memory (the kernel's only buffers are its operands) and without
+// atomics: every output element is summed by one thread, in position order, starting from 0 and
+// added to the old dwte last; exactly what the cpu device's np.add.at does, so the two agree bit
+// for bit (dwpe likewise, summed over b in order).
+//
+// Rows of dwte: a block owns ROWS = 64 consecutive vocabulary rows and a CHUNK of 256 channels
+// (grid.y), a warp 8 of the rows (row % 8 == warp, so that neighbouring frequent tokens land on
+// different warps), a lane 8 channels (one 16-byte access of a dout row). Its 64 sums live in the
+// lane's registers for the whole kernel. The block walks all B*T tokens in windows of 2048 staged
+// in shared memory; a window's 32-token chunks holding none of the block's rows are skipped with
+// one bitmask (most chunks, for a large vocabulary), and in the others each warp picks its matches
+// with one ballot and queues them; every INFLIGHT queued matches it loads their dout rows at once
+// and adds them in position order.
+// (A match adds to all 8 of the warp's row sums, +0 to the 7 others: a run-time row index would
+// put the sums in local memory.) A row no token hits is not written.
+//
+// Cost: every block reads the token ids (L2 hits), each dout row is read by the warps owning its
+// token. A frequent token serializes on its warp: with Zipf-distributed tokens (the top one 9% of
+// the positions) it took 1.2 ms on the H200 at gpt2-124m's sizes (B*T = 32768, C = 768,
+// Vp = 50304), and as long for a byte vocabulary (B*T = 16384, C = 384), against tens of
+// microseconds for the bytes it must move. The way out is to split a frequent row's positions
+// over several warps (fixed segments, their sums combined in warp order), or, with scratch memory
+// that the catalog's ABI does not give this kernel, a counting sort of positions by token and a
+// block per token.
+//
+// Rows of dwpe: blocks with blockIdx.x >= ceil(Vp / ROWS), a warp per position t, a lane 8 channels.
+//
+// Geometry (plan/kernels.py): grid = (ceil(Vp / 64) + ceil(T / 8), ceil(C / 256)), blocks of 256.
+namespace cpl {
+namespace eb {
+constexpr int ROWS = 64;
+constexpr int ROWS_PER_WARP = ROWS / WARPS;
+constexpr int CHUNK = 32 * PACK;
+constexpr int WINDOW = THREADS * PACK;
+constexpr int CHUNKS = WINDOW / 32;  // 64: one bit each in a 64-bit mask
+constexpr int INFLIGHT = 6;  // 8 spills at the 128-register cap and ran 10% slower on the H200
+constexpr int POSITIONS = WARPS;  // dwpe positions per block
+}  // namespace eb
+
+// tokens[p .. p+8), -1 at or past n.
+__device__ __forceinline__ void load_tokens(int (&t)[PACK], const int* tokens, i64 p, i64 n) {
+    if (p + PACK <= n && aligned16(tokens + p)) {
+        const int4 a = *reinterpret_cast<const int4*>(tokens + p), b = *reinterpret_cast<const int4*>(tokens + p + 4);
+        t[0] = a.x, t[1] = a.y, t[2] = a.z, t[3] = a.w, t[4] = b.x, t[5] = b.y, t[6] = b.z, t[7] = b.w;
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < PACK; ++k) t[k] = p + k < n ? tokens[p + k] : -1;
+}
+}  // namespace cpl
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* tokens, int B, int T, int C, int Vp) {
+    using namespace cpl;
+    using namespace cpl::eb;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int c = blockIdx.y * CHUNK + lane * PACK;  // this lane's first channel
+    const bool vec = C % PACK == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
+    const int groups = (Vp + ROWS - 1) / ROWS;
+    const i64 N = (i64)B * T;
+
+    if ((int)blockIdx.x >= groups) {  // dwpe
+        const int t = ((int)blockIdx.x - groups) * POSITIONS + warp;
+        if (t >= T || c >= C) return;
+        float s[PACK] = {};
+        for (int b0 = 0; b0 < B; b0 += INFLIGHT) {
+            uint4 x[INFLIGHT];
+#pragma unroll
+            for (int q = 0; q < INFLIGHT; ++q) {  // all in flight before the first add
+                const i64 row = ((i64)min(b0 + q, B - 1) * T + t) * C;
+                x[q] = load_raw(dout, row + c, row + C, vec);
+            }
+#pragma unroll
+            for (int q = 0; q < INFLIGHT; ++q) {
+                if (b0 + q >= B) break;
+                const Pack f = unpack(x[q]);
+#pragma unroll
+                for (int k = 0; k < PACK; ++k) s[k] += f.v[k];
+            }
+        }
+        Pack r;
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) r.v[k] = s[k];
+        store_pack(dwpe, (i64)t * C + c, (i64)t * C + C, vec, r);
+        return;
+    }
+
+    __shared__ int window[WINDOW];
+    __shared__ unsigned char hit[WARPS];  // per warp's 256 positions: a bit per 32-token chunk
+    const int g0 = blockIdx.x * ROWS;
+    float acc[ROWS_PER_WARP][PACK] = {};
+    unsigned touched = 0;  // bit k: row g0 + warp + 8k met a token
+
+    // The warp's matches waiting for their dout rows, oldest first: entry i lives in lane i, so
+    // that one batch of INFLIGHT loads spans chunks and windows (a frequent token's warp would
+    // otherwise wait a full memory latency for every 32 tokens).
+    int q_pos = 0, q_k = 0, queued = 0;
+    auto flush = [&]() {
+        uint4 x[INFLIGHT];
+#pragma unroll
+        for (int q = 0; q < INFLIGHT; ++q) {
+            const i64 row = (i64)__shfl_sync(FULL, q_pos, q) * C;
+            if (q < queued) x[q] = load_raw(dout, row + c, row + C, vec);
+        }
+#pragma unroll
+        for (int q = 0; q < INFLIGHT; ++q) {
+            const int kq = __shfl_sync(FULL, q_k, q);
+            if (q >= queued) break;
+            const Pack f = unpack(x[q]);
+            touched |= 1u << kq;
+            // Every sum takes f or +0 (exact: a sum that starts at +0 is never -0), so acc is
+            // indexed by constants only and stays in registers.
+#pragma unroll
+            for (int k = 0; k < ROWS_PER_WARP; ++k) {
+                const bool here = kq == k;
+#pragma unroll
+                for (int e = 0; e < PACK; ++e) acc[k][e] += here ? f.v[e] : 0.f;
+            }
+        }
+        queued = 0;
+    };
+
+    int next[PACK];
+    load_tokens(next, tokens, (i64)threadIdx.x * PACK, N);
+    for (i64 p0 = 0; p0 < N; p0 += WINDOW) {
+        int cur[PACK];
+        bool any = false;
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) {
+            cur[k] = next[k];
+            any |= (unsigned)(cur[k] - g0) < (unsigned)ROWS;
+        }
+        load_tokens(next, tokens, p0 + WINDOW + (i64)threadIdx.x * PACK, N);  // in flight while this window runs
+        __syncthreads();  // the previous window is consumed
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) window[threadIdx.x * PACK + k] = cur[k];
+        const unsigned lanes = __ballot_sync(FULL, any);  // chunk j of this warp: lanes 4j .. 4j+3
+        if (lane == 0) {
+            unsigned bits = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) bits |= ((lanes >> (4 * j)) & 0xfu) ? 1u << j : 0u;
+            hit[warp] = (unsigned char)bits;
+        }
+        __syncthreads();
+        unsigned long long chunks = 0;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) chunks |= (unsigned long long)hit[w] << (8 * w);
+
+        while (chunks) {
+            const int j = __ffsll((long long)chunks) - 1;
+            chunks &= chunks - 1;
+            const int rel = window[j * 32 + lane] - g0;
+            unsigned mine = __ballot_sync(FULL, (unsigned)rel < (unsigned)ROWS && (rel & (WARPS - 1)) == warp);
+            while (mine) {  // warp-uniform: every lane queues the same matches, in position order
+                const int l = __ffs(mine) - 1;
+                mine &= mine - 1;
+                const int k = __shfl_sync(FULL, rel, l) / WARPS;
+                if (lane == queued) q_pos = (int)(p0 + j * 32 + l), q_k = k;
+                if (++queued == INFLIGHT) flush();
+            }
+        }
+    }
+    if (queued) flush();
+
+    if (c >= C) return;
+#pragma unroll
+    for (int k = 0; k < ROWS_PER_WARP; ++k) {
+        const int v = g0 + warp + WARPS * k;
+        if (v >= Vp || !((touched >> k) & 1u)) continue;
+        const i64 row = (i64)v * C;
+        Pack w = load_pack(dwte, row + c, row + C, vec);
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) w.v[e] = w.v[e] + acc[k][e];
+        store_pack(dwte, row + c, row + C, vec, w);
+    }
+}
+
+#endif

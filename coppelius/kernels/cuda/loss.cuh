@@ -1,0 +1,145 @@
+// crossentropy_forward, crossentropy_backward, argmax_forward: a block per row of logits
+// (grid.x = N), over the first V of its Vp columns; a thread reads columns 8*tid + 2048*i.
+// The backward reads the row twice (statistics, then dlogits), the others once.
+#ifndef COPPELIUS_LOSS_CUH
+#define COPPELIUS_LOSS_CUH
+#include "common.cuh"
+
+namespace cpl {
+namespace loss {
+constexpr int STRIDE = THREADS * PACK;
+constexpr int UNROLL = 4;  // packs a thread loads before using the first
+
+// f(column, pack) for this thread's packs of the row's columns [0, end): columns 8*tid + 2048*i,
+// in increasing i; UNROLL packs in flight at a time.
+template <typename F>
+__device__ __forceinline__ void for_packs(const __half* x, int end, bool vec, F f) {
+    for (int c0 = threadIdx.x * PACK; c0 < end; c0 += UNROLL * STRIDE) {
+        uint4 raw[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) raw[u] = load_raw(x, c0 + u * STRIDE, end, vec);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            if (c0 + u * STRIDE < end) f(c0 + u * STRIDE, unpack(raw[u]));
+    }
+}
+
+// (m, s) <- the pair for the union of two sets: max m and sum of exp(x - m). Symmetric in its two
+// arguments bit for bit (a + b == b + a), so a butterfly leaves every lane with the same pair.
+__device__ __forceinline__ void merge(float& m, float& s, float om, float os) {
+    const float M = fmaxf(m, om);
+    s = M == neg_inf() ? 0.f : s * expf(m - M) + os * expf(om - M);
+    m = M;
+}
+
+// The row's maximum m over its first V columns and the sum s of exp(x - m) there, in one pass
+// (online softmax: a thread rescales its sum when its maximum grows), then merged over the warp
+// by a butterfly and over the block in warp order. `scratch`: 2 * WARPS floats of shared memory.
+__device__ __forceinline__ void softmax_stats(const __half* x, int V, bool vec, float* scratch, float& m, float& s) {
+    m = neg_inf();
+    s = 0.f;
+    for_packs(x, V, vec, [&](int c, const Pack& p) {
+        float pm = neg_inf();
+#pragma unroll
+        for (int k = 0; k < PACK; ++k)
+            if (c + k < V) pm = fmaxf(pm, p.v[k]);
+        if (pm > m) {
+            s *= expf(m - pm);
+            m = pm;
+        }
+#pragma unroll
+        for (int k = 0; k < PACK; ++k)
+            if (c + k < V) s += expf(p.v[k] - m);
+    });
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m, scratch[WARPS + (threadIdx.x >> 5)] = s;
+    __syncthreads();
+    m = scratch[0];
+    s = scratch[WARPS];
+#pragma unroll
+    for (int w = 1; w < WARPS; ++w) merge(m, s, scratch[w], scratch[WARPS + w]);
+}
+}  // namespace loss
+}  // namespace cpl
+
+// losses[n] = log(sum exp(x - max)) - (x[target] - max).
+extern "C" __global__ void __launch_bounds__(256)
+    crossentropy_forward(float* losses, const __half* logits, const int* targets, int N, int V, int Vp) {
+    using namespace cpl;
+    __shared__ float scratch[2 * WARPS];
+    const int n = blockIdx.x;
+    const __half* x = logits + (i64)n * Vp;
+    float m, s;
+    loss::softmax_stats(x, V, Vp % PACK == 0 && aligned16(logits), scratch, m, s);
+    if (threadIdx.x == 0) losses[n] = logf(s) - (ld(x, targets[n]) - m);
+}
+
+// dlogits = (softmax - onehot(target)) * scale in the first V columns, exact zeros in the padding.
+extern "C" __global__ void __launch_bounds__(256)
+    crossentropy_backward(__half* dlogits, const __half* logits, const int* targets, int N, int V, int Vp,
+                          float scale) {
+    using namespace cpl;
+    __shared__ float scratch[2 * WARPS];
+    const int n = blockIdx.x;
+    const bool vec = Vp % PACK == 0 && aligned16(logits) && aligned16(dlogits);
+    const __half* x = logits + (i64)n * Vp;
+    __half* d = dlogits + (i64)n * Vp;
+    float m, s;
+    loss::softmax_stats(x, V, vec, scratch, m, s);
+    const int target = targets[n];
+    loss::for_packs(x, Vp, vec, [&](int c, const Pack& p) {
+        Pack y;
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) {
+            const float prob = expf(p.v[k] - m) / s;
+            y.v[k] = c + k < V ? (prob - (c + k == target ? 1.0f : 0.0f)) * scale : 0.0f;
+        }
+        store_pack(d, c, Vp, vec, y);
+    });
+}
+
+namespace cpl {
+namespace loss {
+// numpy's argmax order: a nan beats any number, then the larger value, then the smaller index. It
+// is a total order, so the winner does not depend on the order of comparisons.
+__device__ __forceinline__ bool beats(float a, int ia, float b, int ib) {
+    const bool na = a != a, nb = b != b;
+    if (na != nb) return na;
+    if (!na && a != b) return a > b;
+    return ia < ib;
+}
+}  // namespace loss
+}  // namespace cpl
+
+extern "C" __global__ void __launch_bounds__(256)
+    argmax_forward(int* predictions, const __half* logits, int N, int V, int Vp) {
+    using namespace cpl;
+    __shared__ float best_value[WARPS];
+    __shared__ int best_index[WARPS];
+    const int n = blockIdx.x;
+    const __half* x = logits + (i64)n * Vp;
+    const bool vec = Vp % PACK == 0 && aligned16(logits);
+    float b = neg_inf();
+    int ib = 0x7fffffff;
+    loss::for_packs(x, V, vec, [&](int c, const Pack& p) {
+#pragma unroll
+        for (int k = 0; k < PACK; ++k)
+            if (c + k < V && loss::beats(p.v[k], c + k, b, ib)) b = p.v[k], ib = c + k;
+    });
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(FULL, b, o);
+        const int oi = __shfl_xor_sync(FULL, ib, o);
+        if (loss::beats(ob, oi, b, ib)) b = ob, ib = oi;
+    }
+    if ((threadIdx.x & 31) == 0) best_value[threadIdx.x >> 5] = b, best_index[threadIdx.x >> 5] = ib;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < WARPS; ++w)
+            if (loss::beats(best_value[w], best_index[w], b, ib)) b = best_value[w], ib = best_index[w];
+        predictions[n] = ib;
+    }
+}
+
+#endif

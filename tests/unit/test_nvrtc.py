@@ -1,0 +1,112 @@
+"""NVRTC realization without a GPU: the CUDA kernels compile for every target arch, to the same bytes
+from any directory, and each cubin's kernels have the catalog's parameters."""
+import re
+import shutil
+
+import pytest
+
+from coppelius import cas
+from coppelius.errors import CoppeliusError
+from coppelius.plan import kernels as catalog
+from coppelius.realize import nvrtc
+
+ARCHS = ("sm_86", "sm_90", "sm_121")
+
+
+@pytest.fixture(scope="module")
+def cubins():
+    return {arch: nvrtc.compile_cubin(arch) for arch in ARCHS}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubins, arch):
+    cubin, version = cubins[arch]
+    assert cubin[:4] == b"\x7fELF" and re.fullmatch(r"\d+\.\d+", version)
+    info = nvrtc.kernel_info(cubin)
+    assert set(catalog.KERNELS) <= set(info)
+    for name in catalog.KERNELS:
+        assert info[name]["param_bytes"] == catalog.param_layout(name)[1], name
+        assert info[name]["registers"] > 0, name
+        assert info[name]["shared_bytes"] <= 48 * 1024, name
+        assert info[name]["max_threads"] in (0, 128, 256), name
+    print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
+
+
+def test_cubin_bytes_do_not_depend_on_the_source_directory(cubins, tmp_path):
+    copy = shutil.copytree(nvrtc.SOURCES, tmp_path / "elsewhere" / "cuda")
+    again, _ = nvrtc.compile_cubin("sm_90", copy, cached=False)  # a second compilation, from elsewhere
+    assert again == cubins["sm_90"][0]
+
+
+def test_a_compile_error_is_one_line_naming_the_first_error(tmp_path):
+    copy = shutil.copytree(nvrtc.SOURCES, tmp_path / "cuda")
+    with open(copy / "elementwise.cuh", "a") as f:
+        f.write("\nextern \"C\" __global__ void broken(int* p) { p[0] = undefined_name; }\nint also wrong\n")
+    with pytest.raises(CoppeliusError) as e:
+        nvrtc.compile_cubin("sm_90", copy)
+    message = str(e.value)
+    assert "\n" not in message and "error" in message and "undefined_name" in message, message
+    assert str(tmp_path) not in message
+
+
+def test_kernel_info_refuses_parameters_other_than_the_catalogs(tmp_path):
+    (tmp_path / "kernels.cu").write_text(
+        '#include <cuda_fp16.h>\nextern "C" __global__ void cast_half(__half* out, const float* inp, long long N) {}\n')
+    cubin, _ = nvrtc.compile_cubin("sm_90", tmp_path)
+    with pytest.raises(CoppeliusError, match="cast_half"):
+        nvrtc.kernel_info(cubin)
+
+
+def test_geometry_constants_match_the_kernels():
+    def constant(file, name):
+        text = (nvrtc.SOURCES / file).read_text()
+        return re.search(rf"constexpr int {name} = ([^;]+);", text).group(1)
+    assert constant("common.cuh", "THREADS") == str(catalog.THREADS)
+    assert constant("common.cuh", "PACK") == str(catalog.PACK)
+    assert constant("encoder.cuh", "ROWS") == str(catalog.ENCODER_ROWS)
+    assert constant("encoder.cuh", "CHUNK") == "32 * PACK" and catalog.ENCODER_CHUNK == 32 * catalog.PACK
+    assert constant("encoder.cuh", "POSITIONS") == "WARPS" and catalog.ENCODER_POSITIONS == catalog.THREADS // 32
+    assert constant("layernorm.cuh", "ROWS") == "WARPS" and catalog.LAYERNORM_ROWS == catalog.THREADS // 32
+    assert constant("layernorm.cuh", "COLUMNS") == "PACK" and catalog.LAYERNORM_COLUMNS == catalog.PACK
+
+
+def test_geometry_of_the_gpt2_launches():
+    s = {"B": 32, "T": 1024, "C": 768, "Vp": 50304, "N": 32768, "V": 50257}
+    assert catalog.geometry("encoder_backward", s) == ([786 + 128, 3, 1], [256, 1, 1], 0)
+    assert catalog.geometry("layernorm_backward", s) == ([96 + 4096, 1, 1], [256, 1, 1], 0)
+    assert catalog.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
+    assert catalog.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)
+    assert catalog.geometry("adamw", {"N": 1000}) == ([4, 1, 1], [256, 1, 1], 0)
+    for kernel in catalog.KERNELS:
+        scalars = {name: 64 for name, kind in catalog.KERNELS[kernel] if kind in catalog.SCALAR_KINDS}
+        grid, block, shared = catalog.geometry(kernel, scalars)
+        assert min(grid) >= 1 and block[0] * block[1] * block[2] <= 1024 and 0 <= shared <= 48 * 1024
+
+
+def test_realize_for_a_gpu_target_records_the_cubin_and_its_kernel_info(cubins, monkeypatch):
+    import json
+
+    import yaml
+
+    from coppelius.config import ROOT, resolve
+    from coppelius.plan.build import build_plan, encode_plan
+    from coppelius.realize import realize
+    monkeypatch.setattr(nvrtc, "compile_cubin", lambda arch: cubins[arch])
+    defaults = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config = resolve(defaults | {"target": "h200", "model": "tiny"})
+    plan = json.loads(encode_plan(build_plan(config)))
+    out = realize(plan, config.target)
+    assert out["image"] == cubins["sm_90"][0]
+    info = json.loads(out["kernel_info"])
+    assert info["arch"] == "sm_90" and info["nvrtc"] == cubins["sm_90"][1]
+    assert sorted(info["kernels"]) == sorted(plan["kernels"])
+    assert out["kernel_info"] == out["kernel_info"].strip() + b"\n"
+
+
+def test_code_digest_covers_cuda_sources(tmp_path, monkeypatch):
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cuda" / "a.cuh").write_text("// one")
+    monkeypatch.setattr(cas, "PACKAGE", tmp_path)
+    before = cas.code_digest(["cuda"])
+    (tmp_path / "cuda" / "a.cuh").write_text("// two")
+    assert cas.code_digest(["cuda"]) != before

@@ -57,7 +57,7 @@ def open_device(program: Program):
     if program.machine != here or cuda_device_count() == 0:
         raise CoppeliusError(
             f"{program.path}: target is {target!r}: no {card} is present on this machine ({here}, "
-            f"{cuda_device_count()} CUDA devices); copy the host ELF, the checkpoint and the token file to a "
+            f"{cuda_device_count()} CUDA devices); X
             f"{program.machine} host with a {card} and run `coppelius run` there")
     from .cuda import CudaDevice, check_card
     device = CudaDevice()

@@ -57,8 +57,9 @@ def open_device(program: Program):
     if program.machine != here or cuda_device_count() == 0:
         raise CoppeliusError(
             f"{program.path}: target is {target!r}: no {card} is present on this machine ({here}, "
-            f"{cuda_device_count()} CUDA devices); X
-            f"{program.machine} host with a {card} and run `coppelius run` there")
+            f"{cuda_device_count()} CUDA devices); copy the host ELF, the checkpoint and the token file to an "
+            f"{program.machine} host with the {card} and run `coppelius run HOST_ELF --checkpoint CKPT --tokens BIN "
+            f"--out DIR` there")
     from .cuda import CudaDevice, check_card
     device = CudaDevice()
     check_card(program.identity, device.describe())

@@ -324,7 +324,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
         raise
     sections = {**realization, **realized_tables(realization["launches"], realization["ring"])}
     program = SimpleNamespace(path=tmp_path / "h200.elf", plan=plan, sections=sections, sha256="0" * 64,
-                              machine="x86_64",
+                              machine="x86_64", certificate={"step_horizon": 1 << 53},
                               identity={"target": "h200", "card": cfg.target["card"], "arch": cfg.target["arch"],
                                         "plan_sha256": "0" * 64})
     checkpoint_path = tmp_path / "init.ckpt"

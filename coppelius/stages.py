@@ -62,8 +62,8 @@ def plan(config_path: str, out: str) -> str:
 
 
 CODE |= {
-    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py",
-                       "kernels/cuda"],
+    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py"],
+    "compile": CORE + ["kernels/cuda", "realize/nvrtc.py"],
     "tables": CORE + ["realize/tables.py", "plan/kernels.py"],
     "admit": CORE + ["admit", "plan/kernels.py", "learner.py"],
     "elf": CORE,
@@ -91,15 +91,30 @@ def tools(target: dict) -> dict:
     return nvrtc.tools(target["arch"])
 
 
+def compile_kernels(config: Config, out: str) -> str:
+    """The CUDA kernels compiled for the target's arch: keyed by their sources, the arch and NVRTC
+    only, so a change to the plan (steps, lr, even the model) compiles nothing."""
+    from .realize.nvrtc import compile_cubin
+    arch = config.target["arch"]
+    return cas.run_stage("compile", code=CODE["compile"], config={"arch": arch}, inputs={}, target=arch,
+                         tools=tools(config.target), outputs={"cubin": out}, manifest=manifest_path(config, "compile"),
+                         build=lambda o: publish_bytes(o["cubin"], compile_cubin(arch, cached=False)[0]))
+
+
 def realize(config_path: str, plan_path: str, out_dir: str) -> str:
     from .realize import ARTIFACTS, realize as build
     config = read_resolved(config_path)
+    inputs = {"plan": plan_path}
+    if config.target["arch"] != "numpy":
+        inputs["cubin"] = str(Path(out_dir) / "kernels.cubin")
+        compile_kernels(config, inputs["cubin"])
 
     def produce(out):
-        for name, data in build(_load_plan(plan_path), config.target).items():
+        cubin = Path(inputs["cubin"]).read_bytes() if "cubin" in inputs else None
+        for name, data in build(_load_plan(plan_path), config.target, cubin).items():
             publish_bytes(out[name], data)
     return cas.run_stage("realize", code=CODE["realize"], config={"target": config.target},
-                         inputs={"plan": plan_path}, target=config.target["name"], tools=tools(config.target),
+                         inputs=inputs, target=config.target["name"], tools=tools(config.target),
                          outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config, "realize"))
 
 

@@ -55,6 +55,8 @@ def publish_link(source: str | Path, path: str | Path) -> None:
     import shutil
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and os.path.samefile(source, path):
+        return  # already that file (and rename() between two links of one file does nothing)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
     os.unlink(temporary)

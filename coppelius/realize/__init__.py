@@ -16,12 +16,14 @@ def cpu_image(plan: dict) -> bytes:
                              "sources": sources}) + b"\n"
 
 
-def realize(plan: dict, target: dict) -> dict[str, bytes]:
+def realize(plan: dict, target: dict, cubin: bytes | None = None) -> dict[str, bytes]:
+    """The realization; for a GPU target the cubin compiled for its arch (compiled here if not given)."""
     if target["arch"] == "numpy":
         return {"image": cpu_image(plan), "kernel_info": cpu_kernel_info(plan), **encode_program(plan)}
-    from .nvrtc import compile_cubin, gpu_kernel_info
-    cubin, version = compile_cubin(target["arch"])
-    return {"image": cubin, "kernel_info": gpu_kernel_info(plan, cubin, target["arch"], version),
+    from .nvrtc import compile_cubin, gpu_kernel_info, version
+    if cubin is None:
+        cubin, _ = compile_cubin(target["arch"])
+    return {"image": cubin, "kernel_info": gpu_kernel_info(plan, cubin, target["arch"], version()),
             **encode_program(plan)}
 
 

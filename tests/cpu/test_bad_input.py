@@ -168,3 +168,18 @@ def test_overflowing_loss_scale_skips_steps_and_stops(built, tmp_path):
     _, before = checkpoint.read(p["checkpoint"])
     assert np.array_equal(after["params"], before["params"]) and not after["m"].any()
     assert not (tmp_path / "run" / "final.ckpt").exists()
+
+
+def test_tampered_host_elf_is_refused_before_any_device(built, tmp_path):
+    from coppelius.formats.elf import read_host_elf
+    _, p, *_ = built
+    good = Path(p["elf"]).read_bytes()
+    elf = read_host_elf(p["elf"])
+    start = good.index(elf.sections["launches"][:64])  # the launch table's bytes in the file
+    tampered = bytearray(good)
+    tampered[start + 100] ^= 0x01
+    bad = tmp_path / "input" / "host.elf"
+    bad.parent.mkdir()
+    bad.write_bytes(bytes(tampered))
+    line = refused(bad, p["checkpoint"], p["train"], tmp_path / "o")
+    assert ".coppelius.launches" in line

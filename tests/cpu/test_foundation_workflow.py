@@ -21,3 +21,15 @@ def test_bad_config_refused_before_any_job(clone):
     assert run.returncode != 0 and lines == [
         "coppelius: config: key 'steps' is 301; it must be a multiple of interval (200): change steps or interval"]
     assert not (clone / "results").exists()
+
+
+def test_gb10_builds_admits_and_stops_before_training(clone):
+    """On this CPU-only machine: the whole build for the GB10, then one line saying there is no GB10."""
+    from conftest import ROOT
+    run = snakemake(clone, "--config", "target=gb10", f"corpus={ROOT / 'README.md'}")
+    assert run.returncode != 0
+    assert (clone / "results/gb10/host.elf").exists() and (clone / "results/gb10/certificate.json").exists()
+    lines = [l for l in run.stderr.splitlines() if l.startswith("coppelius run:")]
+    print(lines)
+    assert len(lines) == 1 and "no NVIDIA GB10 is present on this machine" in lines[0]
+    assert "aarch64 host with the NVIDIA GB10 and run `coppelius run" in lines[0]

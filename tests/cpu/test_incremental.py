@@ -155,4 +155,8 @@ def test_every_artifact_is_bit_identical_across_clones(tmp_path):
     for key in digests[0]:
         assert digests[0][key] == digests[1][key], key
         assert any(name.endswith("host.elf") for name in digests[0][key])
+    from coppelius.formats.elf import host_machine, read_host_elf
+    machines = {"cpu": host_machine(), "h200": "x86_64", "rtx3090": "x86_64", "gb10": "aarch64"}
+    for target in TARGETS:  # each host ELF is for its target's host machine (the last model built)
+        assert read_host_elf(clones[0] / f"results/{target}/host.elf").machine == machines[target]
     print(f"{len(digests[0])} target x model builds, {sum(len(d) for d in digests[0].values())} artifacts identical")

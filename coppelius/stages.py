@@ -17,8 +17,9 @@ CODE = {
 }
 
 
-def manifest_path(config: Config, stage: str) -> Path:
-    return Path("results") / config.target["name"] / "manifests" / f"{stage}.json"
+def manifest_path(config_path: str, stage: str) -> Path:
+    """results/TARGET/manifests/STAGE.json, beside the resolved configuration the stage read."""
+    return Path(config_path).parent / "manifests" / f"{stage}.json"
 
 
 def configure(path: str, config: Config) -> None:
@@ -36,7 +37,7 @@ def prepare(config_path: str, train: str, val: str) -> str:
         source = {"corpus": corpus_digest(config.corpus or default_corpus())}
     return cas.run_stage(
         "prepare", code=CODE["prepare"], config=source, inputs=inputs, target="any",
-        outputs={"train": train, "val": val}, manifest=manifest_path(config, "prepare"),
+        outputs={"train": train, "val": val}, manifest=manifest_path(config_path, "prepare"),
         build=lambda out: build(out["train"], out["val"], corpus=config.corpus, tokens=config.tokens))
 
 
@@ -46,7 +47,7 @@ def init(config_path: str, out: str) -> str:
     subset = {"model": config.model.as_dict(), "learner": config.learner.as_dict(), "seed": config.seed}
     return cas.run_stage(
         "init", code=CODE["init"], config=subset, inputs={}, target="any", outputs={"checkpoint": out},
-        manifest=manifest_path(config, "init"),
+        manifest=manifest_path(config_path, "init"),
         build=lambda o: write_initial_checkpoint(o["checkpoint"], config.model, config.learner, config.seed))
 
 
@@ -57,7 +58,7 @@ def plan(config_path: str, out: str) -> str:
     target = {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")}
     return cas.run_stage(
         "plan", code=CODE["plan"], config=subset | {"target": target}, inputs={}, target=config.target["name"],
-        outputs={"plan": out}, manifest=manifest_path(config, "plan"),
+        outputs={"plan": out}, manifest=manifest_path(config_path, "plan"),
         build=lambda o: publish_bytes(o["plan"], encode_plan(build_plan(config))))
 
 
@@ -91,13 +92,13 @@ def tools(target: dict) -> dict:
     return nvrtc.tools(target["arch"])
 
 
-def compile_kernels(config: Config, out: str) -> str:
+def compile_kernels(config_path: str, config: Config, out: str) -> str:
     """The CUDA kernels compiled for the target's arch: keyed by their sources, the arch and NVRTC
     only, so a change to the plan (steps, lr, even the model) compiles nothing."""
     from .realize.nvrtc import compile_cubin
     arch = config.target["arch"]
     return cas.run_stage("compile", code=CODE["compile"], config={"arch": arch}, inputs={}, target=arch,
-                         tools=tools(config.target), outputs={"cubin": out}, manifest=manifest_path(config, "compile"),
+                         tools=tools(config.target), outputs={"cubin": out}, manifest=manifest_path(config_path, "compile"),
                          build=lambda o: publish_bytes(o["cubin"], compile_cubin(arch, cached=False)[0]))
 
 
@@ -107,7 +108,7 @@ def realize(config_path: str, plan_path: str, out_dir: str) -> str:
     inputs = {"plan": plan_path}
     if config.target["arch"] != "numpy":
         inputs["cubin"] = str(Path(out_dir) / "kernels.cubin")
-        compile_kernels(config, inputs["cubin"])
+        compile_kernels(config_path, config, inputs["cubin"])
 
     def produce(out):
         cubin = Path(inputs["cubin"]).read_bytes() if "cubin" in inputs else None
@@ -115,7 +116,7 @@ def realize(config_path: str, plan_path: str, out_dir: str) -> str:
             publish_bytes(out[name], data)
     return cas.run_stage("realize", code=CODE["realize"], config={"target": config.target},
                          inputs=inputs, target=config.target["name"], tools=tools(config.target),
-                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config, "realize"))
+                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "realize"))
 
 
 def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
@@ -128,7 +129,7 @@ def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
         for name, data in realized_tables(Path(inputs["launches"]).read_bytes(), Path(inputs["ring"]).read_bytes()).items():
             publish_bytes(out[name], data)
     return cas.run_stage("tables", code=CODE["tables"], config={}, inputs=inputs, target=config.target["name"],
-                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config, "tables"))
+                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "tables"))
 
 
 def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, out: str | None) -> dict:
@@ -149,7 +150,7 @@ def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, o
     try:
         cas.run_stage("admit", code=CODE["admit"], config={"target": config.target},
                       inputs={"plan": plan_path, **realization, **realized}, target=config.target["name"],
-                      outputs=outputs, build=produce, manifest=manifest_path(config, "admit"))
+                      outputs=outputs, build=produce, manifest=manifest_path(config_path, "admit"))
     finally:
         if certificate:
             for outcome in certificate["checks"]:
@@ -181,7 +182,7 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
         write_host_elf(o["elf"], machine, identity, data)
     return cas.run_stage("elf", code=CODE["elf"], config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,
-                         manifest=manifest_path(config, "elf"))
+                         manifest=manifest_path(config_path, "elf"))
 
 
 def build_chain(config: Config, directory: str | Path) -> dict[str, str]:

@@ -6,10 +6,10 @@ Per-kernel demands come from the realization's kernel_info (for GPU targets read
 by the realize stage: registers, static shared bytes, max threads per block, parameter bytes); the
 launch geometry and dynamic shared bytes from the launch table.
 """
-import io
 import json
-import struct
 
+from ..errors import CoppeliusError
+from ..formats.cubin import read_cubin
 from ..plan.kernels import param_layout
 from .common import KERNEL_NAMES, Realized, Refusal
 
@@ -39,68 +39,15 @@ def _gpu(profile: dict) -> bool:
 
 
 # ---------------------------------------------------------------------------- the cubin itself
-EM_CUDA = 190
-EIATTR_MAX_THREADS, EIATTR_REGCOUNT = 0x05, 0x2F
-# From sm_90 on, a cubin with .nv.shared.reserved.0 lays each kernel's shared memory out after the
-# 1 KiB the system reserves in every block, and .nv.shared.NAME's size counts it; the card's
-# shared bytes per block (the opt-in maximum) do not (measured on the H200, driver 580).
-RESERVED_SHARED = 1024
-
-
-def _attributes(data: bytes):
-    """(attribute, value) entries of a .nv.info section (formats: 1 none, 2 byte, 3 half, 4 sized)."""
-    at = 0
-    while at + 4 <= len(data):
-        fmt, attr = data[at], data[at + 1]
-        if fmt == 4:
-            size, = struct.unpack_from("<H", data, at + 2)
-            yield attr, data[at + 4:at + 4 + size]
-            at += 4 + size
-        elif fmt in (1, 2, 3):
-            yield attr, None
-            at += 4
-        else:
-            raise Refusal(f"the cubin's .nv.info has an entry of unknown format {fmt} at byte {at}")
-
-
 def cubin_facts(image: bytes) -> tuple[str, dict] | None:
-    """(arch, {kernel: {registers, shared_bytes, max_threads}}) read from a cubin image with
-    pyelftools, independently of the realize stage; None when the image is not an ELF."""
+    """(arch, {kernel: {registers, shared_bytes, max_threads, ...}}) re-read from the cubin image
+    admission certifies; None when the image is not an ELF (the cpu manifest)."""
     if image[:4] != b"\x7fELF":
         return None
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
     try:
-        elf = ELFFile(io.BytesIO(image))
-        if elf["e_machine"] not in ("EM_CUDA", EM_CUDA):
-            raise Refusal(f"the program image is an ELF for {elf['e_machine']}, not a cubin (EM_CUDA)")
-        flags, abi = elf["e_flags"], elf.header["e_ident"]["EI_ABIVERSION"]
-        arch = f"sm_{(flags >> 8) & 0xFF if abi >= 8 else flags & 0xFF}"
-        symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
-        reserved = RESERVED_SHARED if elf.get_section_by_name(".nv.shared.reserved.0") is not None else 0
-        registers = {}
-        common = elf.get_section_by_name(".nv.info")
-        for attr, value in _attributes(common.data() if common is not None else b""):
-            if attr == EIATTR_REGCOUNT:
-                index, count = struct.unpack("<II", value)
-                registers[symbols[index].name] = count
-        kernels = {}
-        for section in elf.iter_sections():
-            if not section.name.startswith(".nv.info."):
-                continue
-            name = section.name[len(".nv.info."):]
-            max_threads = 0
-            for attr, value in _attributes(section.data()):
-                if attr == EIATTR_MAX_THREADS:
-                    x, y, z = struct.unpack("<III", value)
-                    max_threads = x * y * z
-            shared, text = elf.get_section_by_name(f".nv.shared.{name}"), elf.get_section_by_name(f".text.{name}")
-            kernels[name] = {"registers": registers.get(name, text["sh_info"] >> 24 if text is not None else 0),
-                             "shared_bytes": max(0, shared["sh_size"] - reserved) if shared is not None else 0,
-                             "max_threads": max_threads}
-    except (ELFError, struct.error, AttributeError, IndexError) as e:
-        raise Refusal(f"the program image is not a readable cubin ({type(e).__name__}: {e})") from None
-    return arch, kernels
+        return read_cubin(image)
+    except CoppeliusError as error:
+        raise Refusal(f"the program image: {error}") from None
 
 
 # ---------------------------------------------------------------------------- card-arch
@@ -146,7 +93,8 @@ def check_kernels(plan, realization, realized, profile):
             found = cubin[1].get(kernel)
             if found is None:
                 raise Refusal(f"kernel {kernel}: the cubin image defines no such kernel")
-            for field, value in found.items():
+            for field in ("registers", "shared_bytes", "max_threads"):
+                value = found[field]
                 if k[field] != value:
                     raise Refusal(f"kernel {kernel}: kernel_info says {field} {k[field]}, the cubin says {value}")
     if not gpu:

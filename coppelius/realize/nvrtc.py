@@ -9,9 +9,7 @@ whose location never reaches the cubin. So the same sources give the same bytes 
 checkout on any machine.
 """
 import functools
-import io
 import re
-import struct
 from pathlib import Path
 
 from ..errors import CoppeliusError
@@ -24,14 +22,6 @@ ARCHS = ("sm_86", "sm_90", "sm_121")
 OPTIONS = ("--std=c++17", "-default-device", "--fmad=true", "--no-source-include")
 PACKAGES = ("nvidia-cuda-nvrtc", "nvidia-cuda-runtime")
 
-# .nv.info attribute codes (NVIDIA's EIATTR_* numbering) and entry formats.
-EIATTR_MAX_THREADS, EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE, EIATTR_REGCOUNT = 0x05, 0x17, 0x19, 0x2F
-EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
-# From sm_90 on, a cubin with a .nv.shared.reserved.0 section lays each kernel's shared memory out
-# after the 1 KiB the system reserves in every block, and .nv.shared.NAME's size counts it; the
-# driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, which is what the 48 KiB limit holds, does not
-# (checked against every kernel on the H200, driver 580).
-RESERVED_SHARED = 1024
 
 
 def _nvrtc():
@@ -131,78 +121,27 @@ def _first_error(nvrtc, program) -> str:
     return (errors or lines or ["no log"])[0]
 
 
-# ---------------------------------------------------------------- reading a cubin
-
-def _attributes(data: bytes):
-    """The (attribute, value) entries of a .nv.info section: value is bytes, an int, or None."""
-    at = 0
-    while at + 2 <= len(data):
-        fmt, attr = data[at], data[at + 1]
-        if fmt == EIFMT_SVAL:
-            size, = struct.unpack_from("<H", data, at + 2)
-            yield attr, data[at + 4:at + 4 + size]
-            at += 4 + size
-        elif fmt == EIFMT_HVAL:
-            yield attr, struct.unpack_from("<H", data, at + 2)[0]
-            at += 4
-        elif fmt == EIFMT_BVAL:
-            yield attr, data[at + 2]
-            at += 4
-        elif fmt == EIFMT_NVAL:
-            yield attr, None
-            at += 4
-        else:
-            raise CoppeliusError(f"cubin: unknown .nv.info entry format {fmt} at byte {at}")
-
-
 def kernel_info(cubin: bytes) -> dict[str, dict]:
-    """Per kernel of a cubin: registers, static shared bytes (the kernel's own, as the driver
-    counts them), max threads (0: unspecified) and parameter bytes, from its ELF sections
-    (.nv.info: EIATTR_REGCOUNT; .nv.info.NAME: EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE,
-    EIATTR_MAX_THREADS; .nv.shared.NAME: its size).
+    """Per kernel of a cubin: registers, static shared bytes (as the driver counts them), max
+    threads (0: unspecified) and parameter bytes (formats/cubin.py reads them).
 
     A catalog kernel's parameters (their offsets and sizes, EIATTR_KPARAM_INFO) must be the
     catalog's ABI (plan/kernels.py: param_layout); its param_bytes is then the layout's size (the
     cubin's EIATTR_CBANK_PARAM_SIZE, which ends at the last parameter, rounded up to 8).
     """
-    from elftools.elf.elffile import ELFFile
+    from ..formats.cubin import read_cubin
     from ..plan.kernels import KERNELS, PTR_KINDS, param_layout
-    elf = ELFFile(io.BytesIO(cubin))
-    symbols = list(elf.get_section_by_name(".symtab").iter_symbols())
-    registers = {}
-    common = elf.get_section_by_name(".nv.info")
-    for attr, value in _attributes(common.data() if common is not None else b""):
-        if attr == EIATTR_REGCOUNT:
-            index, count = struct.unpack("<II", value)
-            registers[symbols[index].name] = count
-    reserved = RESERVED_SHARED if elf.get_section_by_name(".nv.shared.reserved.0") is not None else 0
     kernels = {}
-    for section in elf.iter_sections():
-        if not section.name.startswith(".nv.info."):
-            continue
-        name = section.name[len(".nv.info."):]
-        params, param_size, max_threads = [], None, 0
-        for attr, value in _attributes(section.data()):
-            if attr == EIATTR_KPARAM_INFO:
-                _, ordinal, offset, flags = struct.unpack("<IHHI", value)
-                params.append((ordinal, offset, (flags >> 18) & 0x3FFF))
-            elif attr == EIATTR_CBANK_PARAM_SIZE:
-                param_size = value
-            elif attr == EIATTR_MAX_THREADS:
-                x, y, z = struct.unpack("<III", value)
-                max_threads = x * y * z
-        shared = elf.get_section_by_name(f".nv.shared.{name}")
-        text = elf.get_section_by_name(f".text.{name}")
-        count = registers.get(name, text["sh_info"] >> 24 if text is not None else 0)
-        own_shared = max(0, shared["sh_size"] - reserved) if shared is not None else 0
-        info = {"registers": count, "shared_bytes": own_shared, "max_threads": max_threads,
-                "param_bytes": param_size or 0}
+    for name, facts in read_cubin(cubin)[1].items():
+        param_size = facts["param_size"] or 0
+        info = {"registers": facts["registers"], "shared_bytes": facts["shared_bytes"],
+                "max_threads": facts["max_threads"], "param_bytes": param_size}
         if name in KERNELS:
             layout, size = param_layout(name)
             want = [(i, offset, 8 if kind in PTR_KINDS else 4) for i, (_, kind, offset) in enumerate(layout)]
-            if sorted(params) != want or -(-(param_size or 0) // 8) * 8 != size:
+            if facts["params"] != want or -(-param_size // 8) * 8 != size:
                 raise CoppeliusError(
-                    f"kernels/cuda: kernel {name} takes parameters {sorted(params)} ({param_size} bytes), the "
+                    f"kernels/cuda: kernel {name} takes parameters {facts['params']} ({param_size} bytes), the "
                     f"catalog's ABI is {want} ({size} bytes); make its signature the catalog's (plan/kernels.py)")
             info["param_bytes"] = size
         kernels[name] = info

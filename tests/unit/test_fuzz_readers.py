@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from coppelius.errors import CoppeliusError
@@ -109,3 +110,17 @@ def test_valid_inputs_parse(tmp_path):
     (tmp_path / "t.bin").write_bytes(VALID_TOKENS)
     assert len(tokens.read(tmp_path / "t.bin", vocab=256)) == 300
     check_program(PROGRAM, 1, {"context": {}}, "plan")
+
+
+@pytest.fixture(scope="module")
+def cubin():
+    from coppelius.realize.nvrtc import compile_cubin
+    return compile_cubin("sm_90")[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_cubin_reader(cubin, data):
+    from coppelius.formats.cubin import read_cubin
+    blob = data.draw(mutations(cubin[:20000]) | mutations(cubin))
+    either_parses_or_refuses(lambda: read_cubin(blob))

@@ -2,6 +2,7 @@
 to do, a non-zero exit, and nothing the user owns changed. Also a disk that fills while
 publishing, and a loss scale so large that every step overflows."""
 import hashlib
+import contextlib
 import os
 import shutil
 import subprocess
@@ -20,9 +21,7 @@ from test_train_cpu import config
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad")
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
+    with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         paths = build_chain(config(root, steps=6, interval=3, batch=2), root / "good")
         other_model = build_chain(config(root, steps=6, interval=3, batch=2, width=32), root / "width32")
         other_learner = build_chain(config(root, steps=6, interval=3, batch=2, lr="1e-3"), root / "lr")
@@ -30,8 +29,6 @@ def built(tmp_path_factory):
         foreign = {"elf": str(root / "foreign.elf")}
         write_host_elf(foreign["elf"], "aarch64" if good.machine == "x86_64" else "x86_64", good.identity, good.sections)
         yield root, paths, other_model, other_learner, foreign
-    finally:
-        os.chdir(cwd)
 
 
 def digest_tree(path: Path) -> dict:
@@ -148,12 +145,8 @@ def test_disk_full_while_publishing_keeps_the_previous_checkpoint(built, tmp_pat
 
 def test_overflowing_loss_scale_skips_steps_and_stops(built, tmp_path):
     root, *_ = built
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
+    with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         p = build_chain(config(root, steps=6, interval=3, batch=2, loss_scale=2 ** 30, max_skips=5), root / "overflow")
-    finally:
-        os.chdir(cwd)
     proc = subprocess.run([sys.executable, "-m", "coppelius", "run", p["elf"], "--checkpoint", p["checkpoint"],
                            "--tokens", p["train"], "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
     print(proc.stderr.strip().splitlines()[-1])

@@ -1,6 +1,7 @@
 """Crash safety: real runs killed by SIGKILL at 27 instants spread over every phase. After each,
 the newest published checkpoint verifies, and resuming from it to the end gives a final
 checkpoint byte-identical to an uninterrupted run's, with the same per-step losses."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,24 +29,16 @@ KILL_POINTS = [
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash")
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
+    with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         full = build_chain(config(root, steps=STEPS, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144), root / "full")
         reference = run(full, full["checkpoint"], root / "reference")
         yield root, full, reference
-    finally:
-        os.chdir(cwd)
 
 
 def remainder_elf(root: Path, steps: int) -> dict:
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
+    with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         return build_chain(config(root, steps=steps, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144),
                            root / f"rest-{steps}")
-    finally:
-        os.chdir(cwd)
 
 
 @pytest.mark.parametrize("kill_at", KILL_POINTS)

@@ -79,75 +79,42 @@ def _inspect(a):
     print("\n".join(describe(a.file)))
 
 
+REQUIRED = {"required": True}
+# (subcommand, help, handler, arguments): an argument is a name ("--x" required unless listed
+# with options) or (name, options).
+COMMANDS = [
+    ("configure", "validate a configuration and write the resolved one", _configure,
+     [("--config", {"default": "config/config.yaml"}), ("--set", {"action": "append", "default": [],
+                                                                   "metavar": "KEY=VALUE"}), "--out"]),
+    ("prepare", "corpus -> train and validation token streams", _prepare, ["--config", "--train", "--val"]),
+    ("init", "model + seed -> initial checkpoint", _init, ["--config", "--out"]),
+    ("plan", "configuration -> plan (arena, launches, pieces, host program)", _plan,
+     ["--config", ("--out", {}), ("--show", {"action": "store_true", "help": "print the arena, one row a plane"})]),
+    ("realize", "plan -> program image, launch table, command stream, ring", _realize, ["--config", "--plan", "--out"]),
+    ("tables", "realization -> realized tables", _tables, ["--config", "--realization", "--out"]),
+    ("admit", "static checks -> certificate, or a refusal", _admit,
+     ["--config", "--plan", "--realization", "--tables", ("--out", {})]),
+    ("elf", "admitted artifacts -> host ELF", _elf,
+     ["--config", "--plan", "--realization", "--tables", "--certificate", "--out"]),
+    ("run", "run a host ELF: train, or predict only", _run,
+     [("host_elf", {}), "--checkpoint", "--tokens",
+      ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
+      ("--operation", {"default": "train", "choices": ["train", "predict"]})]),
+    ("report", "result records -> loss plot, summary, arena map", _report, ["--train", "--evaluate", "--plan", "--out"]),
+    ("inspect", "describe a host ELF, checkpoint, token stream or result record", _inspect, [("file", {})]),
+]
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="coppelius", description="Compile, admit and run a GPT-2 training plan.")
     p.add_argument("--log", help="append log lines to this file as well")
     sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("configure", help="validate a configuration and write the resolved one")
-    s.add_argument("--config", default="config/config.yaml")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    s.add_argument("--out", required=True)
-    s.set_defaults(fn=_configure)
-
-    s = sub.add_parser("prepare", help="corpus -> train and validation token streams")
-    s.add_argument("--config", required=True, help="resolved configuration (configure's output)")
-    s.add_argument("--train", required=True)
-    s.add_argument("--val", required=True)
-    s.set_defaults(fn=_prepare)
-
-    s = sub.add_parser("init", help="model + seed -> initial checkpoint")
-    s.add_argument("--config", required=True)
-    s.add_argument("--out", required=True)
-    s.set_defaults(fn=_init)
-
-    s = sub.add_parser("plan", help="configuration -> plan (arena, launches, pieces, host program)")
-    s.add_argument("--config", required=True)
-    s.add_argument("--out")
-    s.add_argument("--show", action="store_true", help="print the arena, one row a plane")
-    s.set_defaults(fn=_plan)
-
-    s = sub.add_parser("realize", help="plan -> program image, launch table, command stream, ring")
-    s.add_argument("--config", required=True)
-    s.add_argument("--plan", required=True)
-    s.add_argument("--out", required=True, help="folder for the realization's files")
-    s.set_defaults(fn=_realize)
-
-    s = sub.add_parser("tables", help="realization -> realized tables")
-    s.add_argument("--config", required=True)
-    s.add_argument("--realization", required=True)
-    s.add_argument("--out", required=True)
-    s.set_defaults(fn=_tables)
-
-    s = sub.add_parser("admit", help="static checks -> certificate, or a refusal")
-    s.add_argument("--config", required=True)
-    s.add_argument("--plan", required=True)
-    s.add_argument("--realization", required=True)
-    s.add_argument("--tables", required=True)
-    s.add_argument("--out")
-    s.set_defaults(fn=_admit)
-
-    s = sub.add_parser("elf", help="admitted artifacts -> host ELF")
-    for name in ("config", "plan", "realization", "tables", "certificate", "out"):
-        s.add_argument(f"--{name}", required=True)
-    s.set_defaults(fn=_elf)
-
-    s = sub.add_parser("run", help="run a host ELF: train, or predict only")
-    s.add_argument("host_elf")
-    s.add_argument("--checkpoint", required=True)
-    s.add_argument("--tokens", required=True)
-    s.add_argument("--out", required=True, help="folder for checkpoints, predictions and result.json")
-    s.add_argument("--operation", default="train", choices=["train", "predict"])
-    s.set_defaults(fn=_run)
-
-    s = sub.add_parser("report", help="result records -> loss plot, summary, arena map")
-    for name in ("train", "evaluate", "plan", "out"):
-        s.add_argument(f"--{name}", required=True)
-    s.set_defaults(fn=_report)
-
-    s = sub.add_parser("inspect", help="describe a host ELF, checkpoint, token stream or result record")
-    s.add_argument("file")
-    s.set_defaults(fn=_inspect)
+    for name, help_text, handler, arguments in COMMANDS:
+        s = sub.add_parser(name, help=help_text)
+        for argument in arguments:
+            flag, options = (argument, REQUIRED) if isinstance(argument, str) else argument
+            s.add_argument(flag, **options)
+        s.set_defaults(fn=handler)
     return p
 
 

@@ -14,5 +14,5 @@ class CoppeliusError(Exception):
 
 
 def refuse(where: str, what: str, value, todo: str) -> CoppeliusError:
-    """Build the standard one-line refusal: `where: what is VALUE; TODO`."""
+    """Build the standard one-line refusal: `where: what is VALUE; what to do`."""
     return CoppeliusError(f"{where}: {what} is {value!r}; {todo}")

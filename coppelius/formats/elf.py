@@ -134,7 +134,7 @@ def read_host_elf(path) -> HostElf:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise refuse(where, "file", e.strerror or str(e), f"check the path, or {_REBUILD}") from None
+        raise CoppeliusError(f"{where}: cannot read the host ELF ({e.strerror or e}); check the path, or {_REBUILD}") from None
     if data[:4] != b"\x7fELF":
         raise refuse(where, "ELF magic (first 4 bytes)", data[:4], f"this is not a host ELF; {_REBUILD}")
     try:

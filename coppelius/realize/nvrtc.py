@@ -65,13 +65,18 @@ def tools(arch: str) -> dict:
 
 
 def include_dir() -> Path:
-    """The nvidia-cuda-runtime wheel's headers (cuda_fp16.h); the NVRTC wheel carries none."""
+    """The nvidia-cuda-runtime wheel's headers (cuda_fp16.h; the NVRTC wheel carries none), else
+    an installed CUDA toolkit's (CUDA_HOME, /usr/local/cuda) on a machine without the wheel."""
     import importlib.util
+    import os
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:
         for candidate in sorted(Path(location).glob("cu*/include")):
             if (candidate / "cuda_fp16.h").is_file():
                 return candidate
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and (Path(home) / "include" / "cuda_fp16.h").is_file():
+            return Path(home) / "include"
     raise CoppeliusError("NVRTC: cuda_fp16.h not found in the nvidia-cuda-runtime wheel; install the project's "
                          "pinned dependencies (pip install -e .)")
 

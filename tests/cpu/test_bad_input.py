@@ -4,7 +4,6 @@ publishing, and a loss scale so large that every step overflows."""
 import hashlib
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -3,8 +3,6 @@ rebuilds only what it touches (the store logs its misses), and a shared store se
 also two workflows writing it at once."""
 import hashlib
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 

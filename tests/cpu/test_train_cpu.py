@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from coppelius.config import ROOT, resolve
-from coppelius.formats import checkpoint, tables
+from coppelius.formats import checkpoint
 from coppelius.formats.elf import read_host_elf
 from coppelius.kernels import gpt2
 from coppelius.realize import realize

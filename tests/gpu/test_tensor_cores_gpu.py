@@ -15,14 +15,14 @@ COPPELIUS_TC_CUBIN=path loads a cubin built beforehand instead of compiling here
 Run with `pytest -s -m gpu tests/gpu/test_tensor_cores_gpu.py` to see the numbers and timings.
 """
 import ctypes
-import glob
 import os
 import struct
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from coppelius.realize.nvrtc import compile_cubin
 import pytest
 
 import coppelius
@@ -51,41 +51,6 @@ def _ck(result):
     return values[0] if len(values) == 1 else (values or None)
 
 
-def cuda_include_dirs() -> list[str]:
-    """Where cuda_fp16.h lies: the nvidia-cuda-runtime wheel, else a CUDA toolkit."""
-    found = []
-    for base in sys.path:
-        found += glob.glob(os.path.join(base, "nvidia", "*", "include", "cuda_fp16.h"))
-        found += glob.glob(os.path.join(base, "nvidia", "cuda_runtime", "include", "cuda_fp16.h"))
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and os.path.exists(os.path.join(home, "include", "cuda_fp16.h")):
-            found.append(os.path.join(home, "include", "cuda_fp16.h"))
-    if not found:
-        raise RuntimeError("cuda_fp16.h not found: install nvidia-cuda-runtime==13.0.*")
-    return [os.path.dirname(found[0])]
-
-
-def compile_cubin(arch: str, defines: tuple[str, ...] = ()) -> bytes:
-    """NVRTC: matmul.cuh + attention.cuh -> CUBIN for arch (e.g. 'sm_90')."""
-    from cuda.bindings import nvrtc
-    source = b'#include "matmul.cuh"\n#include "attention.cuh"\n'
-    prog = _ck(nvrtc.nvrtcCreateProgram(source, b"tensor_cores.cu", 0, [], []))
-    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", b"-default-device", b"--fmad=true",
-            f"-I{SOURCES}".encode(),
-            *(f"-I{d}".encode() for d in cuda_include_dirs()), *(f"-D{d}".encode() for d in defines)]
-    status = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]
-    size = _ck(nvrtc.nvrtcGetProgramLogSize(prog))
-    log = b" " * size
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    if int(status) != 0:
-        raise RuntimeError("NVRTC failed:\n" + log.decode(errors="replace"))
-    size = _ck(nvrtc.nvrtcGetCUBINSize(prog))
-    cubin = b" " * size
-    _ck(nvrtc.nvrtcGetCUBIN(prog, cubin))
-    nvrtc.nvrtcDestroyProgram(prog)
-    return cubin
-
-
 class Gpu:
     """One context, the five kernels loaded, and a few helpers over the driver API."""
 
@@ -105,7 +70,7 @@ class Gpu:
         t = time.time()
         if cubin is None and os.environ.get("COPPELIUS_TC_CUBIN"):  # a cubin built beforehand (saves device time)
             cubin = Path(os.environ["COPPELIUS_TC_CUBIN"]).read_bytes()
-        self.cubin = cubin if cubin is not None else compile_cubin(self.arch)
+        self.cubin = cubin if cubin is not None else compile_cubin(self.arch)[0]
         self.compile_s = time.time() - t
         self.module = _ck(driver.cuModuleLoadData(self.cubin))
         self.fn = {k: _ck(driver.cuModuleGetFunction(self.module, k.encode())) for k in TC_KERNELS}

@@ -1,6 +1,5 @@
 """Training on the GPU (target h200): losses follow the cpu reference, a resume repeats an
 uninterrupted run bit for bit, and the small model learns."""
-import os
 from pathlib import Path
 
 import numpy as np

@@ -127,6 +127,7 @@ class CudaDevice(Device):
         self.commands, _ = tables.unpack("commands", commands)
         self.ring, _ = tables.unpack("ring", ring)
         self.step_words, _ = tables.unpack("step_words", step_words)
+        self.patched = None  # the step-size word the graphs hold since the last patch
         self.planes, self.buffers = plane_offsets, buffer_offsets
         self.blob = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
         for r in relocs:  # the one patch a parameter block gets at load: the arena base
@@ -260,6 +261,10 @@ class CudaDevice(Device):
         self.last = ring_index
 
     def patch_step_size(self, word: np.float32) -> None:
+        word = np.float32(word)
+        if word == self.patched:  # once bias correction has converged the word stops changing
+            return
+        self.patched = word
         for w in self.step_words:
             struct.pack_into("<f", self.blob, int(w["step_size_offset"]), float(np.float32(word)))
         for (graph_exec, node, params), launch in self.step_nodes:

@@ -45,14 +45,19 @@ class Program:
 
 
 def open_device(program: Program):
-    """The device the host ELF was built for, or a one-line refusal saying why it is not here."""
+    return device_factory(program)()
+
+
+def device_factory(program: Program):
+    """What makes the device the host ELF was built for (nothing is opened yet), or a one-line
+    refusal saying why it is not here."""
     target, card, here = program.identity["target"], program.identity["card"], host_machine()
     if target == "cpu":
         if program.machine != here:
             raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
                                  f"rebuild the cpu target here with `snakemake`")
         from .cpu import CpuDevice
-        return CpuDevice()
+        return CpuDevice
     from .probe import cuda_device_count
     if program.machine != here or cuda_device_count() == 0:
         raise CoppeliusError(
@@ -60,10 +65,12 @@ def open_device(program: Program):
             f"{cuda_device_count()} CUDA devices); copy the host ELF, the checkpoint and the token file to an "
             f"{program.machine} host with the {card} and run `coppelius run HOST_ELF --checkpoint CKPT --tokens BIN "
             f"--out DIR` there")
-    from .cuda import CudaDevice, check_card
-    device = CudaDevice()
-    check_card(program.identity, device.describe())
-    return device
+    def cuda():
+        from .cuda import CudaDevice, check_card
+        device = CudaDevice()
+        check_card(program.identity, device.describe())  # before anything is allocated
+        return device
+    return cuda
 
 
 class Run:
@@ -322,11 +329,13 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
     program = Program(host_elf)
-    device = open_device(program)
+    make_device = device_factory(program)
+    runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer())  # checks inputs
+    runner.device = make_device()  # the device is touched only once every input has passed
     try:
-        record = Run(program, device, checkpoint_path, tokens_path, out_dir, operation, progress_printer()).execute()
+        record = runner.execute()
     finally:
-        device.close()
+        runner.device.close()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     return record

@@ -184,11 +184,6 @@ def resolved_dict(config: Config) -> dict:
     }
 
 
-def dump_json(config: Config) -> str:
-    from .canonical import encode
-    return encode(resolved_dict(config)).decode()
-
-
 def from_resolved(data: dict) -> Config:
     """Rebuild a Config from resolved_dict's output (results/TARGET/config.json)."""
     learner = data["learner"]

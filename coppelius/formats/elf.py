@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import struct
+import dataclasses
 from dataclasses import dataclass
 
 from elftools.elf.elffile import ELFFile
@@ -51,6 +52,7 @@ class HostElf:
     identity: dict
     sections: dict              # name (without ".coppelius.") -> bytes
     digests: dict               # name -> sha256 hex, as recorded in the note
+    sha256: str = ""            # of the whole file
 
 
 def host_machine() -> str:
@@ -138,7 +140,7 @@ def read_host_elf(path) -> HostElf:
     if data[:4] != b"\x7fELF":
         raise refuse(where, "ELF magic (first 4 bytes)", data[:4], f"this is not a host ELF; {_REBUILD}")
     try:
-        return _parse(where, data)
+        return dataclasses.replace(_parse(where, data), sha256=sha256(data))
     except CoppeliusError:
         raise
     except Exception as e:  # pyelftools, struct, decoding: all are a malformed file

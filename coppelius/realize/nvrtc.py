@@ -16,7 +16,6 @@ from ..errors import CoppeliusError
 
 SOURCES = Path(__file__).resolve().parent.parent / "kernels" / "cuda"
 MAIN = "kernels.cu"
-ARCHS = ("sm_86", "sm_90", "sm_121")
 # Fixed options. --fmad=true is NVRTC's default, named so that a change of default cannot change
 # the cubin silently; adamw forbids contraction itself where it must match the cpu device exactly.
 OPTIONS = ("--std=c++17", "-default-device", "--fmad=true", "--no-source-include")

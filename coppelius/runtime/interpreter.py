@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import canonical
 from ..errors import CoppeliusError
 from ..formats import checkpoint, result, tokens as token_file
 from ..formats.elf import host_machine, read_host_elf
@@ -40,7 +39,7 @@ class Program:
             check_program(self.plan["program"], len(self.plan["ring"]), self.plan["host"]["buffers"], str(path))
         except (ValueError, KeyError, TypeError) as e:
             raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with `snakemake`")
-        self.sha256 = canonical.sha256(Path(path).read_bytes())
+        self.sha256 = elf.sha256
         self.certificate = json.loads(self.sections["certificate"])
 
 

@@ -6,11 +6,12 @@ import shutil
 import pytest
 
 from coppelius import cas
+from coppelius.config import target_profile
 from coppelius.errors import CoppeliusError
 from coppelius.plan import kernels as catalog
 from coppelius.realize import nvrtc
 
-ARCHS = ("sm_86", "sm_90", "sm_121")
+ARCHS = tuple(target_profile(name)["arch"] for name in ("rtx3090", "h200", "gb10"))  # sm_86, sm_90, sm_121
 
 
 @pytest.fixture(scope="module")

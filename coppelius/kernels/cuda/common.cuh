@@ -90,35 +90,5 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
-    return v;
-}
-
-// The block's sum (every thread gets it): warp sums, then the warps' in warp order. `scratch`
-// holds WARPS floats of shared memory; the leading barrier lets a caller reuse it at once.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-    v = warp_sum(v);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float s = scratch[0];
-#pragma unroll
-    for (int w = 1; w < WARPS; ++w) s += scratch[w];
-    return s;
-}
-
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-    v = warp_max(v);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float m = scratch[0];
-#pragma unroll
-    for (int w = 1; w < WARPS; ++w) m = fmaxf(m, scratch[w]);
-    return m;
-}
-
 }  // namespace cpl
 #endif

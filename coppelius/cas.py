@@ -3,7 +3,9 @@
 A stage's action key is the digest of everything that can change its result (Bazel's remote
 execution model): the stage's name, the digest of the code it runs, the configuration it
 reads, its inputs' digests, the target and the tool versions, in one canonical encoding.
-A known key is not recomputed: its outputs are linked out of the store. Every miss is logged.
+A known key is not recomputed: its outputs are copied out of the store, each copy checked against
+its digest as it is made; an object found damaged is evicted and its action computed again, so a
+damaged object is never served. Every miss is logged.
 
 Layout under the store root (results/store, or $COPPELIUS_STORE):
   objects/ab/abcdef...   immutable artifacts, named by their sha256, read-only
@@ -12,7 +14,6 @@ Layout under the store root (results/store, or $COPPELIUS_STORE):
 """
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from . import canonical
 from .errors import CoppeliusError
-from .formats.publish import Publication, publish_bytes, publish_link
+from .formats.publish import DigestMismatch, Publication, publish_bytes, publish_copy
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -30,14 +31,10 @@ def default_root() -> Path:
 
 
 def file_digest(path: str | Path) -> str:
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        return canonical.file_sha256(path)
     except OSError as e:
         raise CoppeliusError(f"{path}: cannot read input ({e.strerror}); check the path")
-    return h.hexdigest()
 
 
 SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh")
@@ -67,7 +64,7 @@ class Store:
     def put_file(self, path: str | Path) -> str:
         digest = file_digest(path)
         target = self.object_path(digest)
-        if not target.exists():
+        if not target.exists() or file_digest(target) != digest:  # absent, or damaged since it was stored
             target.parent.mkdir(exist_ok=True)
             with Publication(target) as out, open(path, "rb") as src:
                 shutil.copyfileobj(src, out.file, 1 << 20)
@@ -103,8 +100,13 @@ class Store:
             log.write(f"{stage} {key}\n")
 
     def materialize(self, digest: str, dest: str | Path) -> None:
-        """Place an artifact at dest: a hard link into the store where possible, else a copy."""
-        publish_link(self.object_path(digest), dest)
+        """Place a copy of an artifact at dest (DigestMismatch if the object is damaged; dest untouched)."""
+        publish_copy(self.object_path(digest), dest, expected_sha256=digest)
+
+    def evict(self, digest: str) -> None:
+        """Remove a damaged object: every action naming it then misses and is computed again."""
+        with contextlib.suppress(FileNotFoundError):
+            self.object_path(digest).unlink()
 
 
 def action_key(stage: str, code: list[str], config, inputs: dict[str, str], target: str, tools: dict) -> str:
@@ -113,6 +115,23 @@ def action_key(stage: str, code: list[str], config, inputs: dict[str, str], targ
         "inputs": {name: file_digest(path) for name, path in sorted(inputs.items())},
         "target": target, "tools": tools,
     })
+
+
+def _outputs(store: Store, key: str, stage: str, outputs: dict[str, str], build) -> dict[str, str]:
+    """The output digests of an action: from the store, or computed once (under the key's lock)."""
+    record = store.lookup(key)
+    if record is None:
+        with store.lock(key):  # two workflows sharing a store compute a key once
+            record = store.lookup(key)
+            if record is None:
+                with tempfile.TemporaryDirectory(dir=store.root, prefix=f".build-{stage}-") as work:
+                    paths = {name: str(Path(work) / name) for name in outputs}
+                    build(paths)
+                    digests = {name: store.put_file(paths[name]) for name in outputs}
+                store.record(key, stage, digests)
+                store.log_miss(stage, key)
+                record = {"outputs": digests}
+    return record["outputs"]
 
 
 def run_stage(stage: str, *, code: list[str], config, inputs: dict[str, str], target: str,
@@ -126,21 +145,17 @@ def run_stage(stage: str, *, code: list[str], config, inputs: dict[str, str], ta
     store = store or Store()
     tools = tools or {}
     key = action_key(stage, code, config, inputs, target, tools)
-    record = store.lookup(key)
-    if record is None:
-        with store.lock(key):  # two workflows sharing a store compute a key once
-            record = store.lookup(key)
-            if record is None:
-                with tempfile.TemporaryDirectory(dir=store.root, prefix=f".build-{stage}-") as work:
-                    paths = {name: str(Path(work) / name) for name in outputs}
-                    build(paths)
-                    digests = {name: store.put_file(paths[name]) for name in outputs}
-                store.record(key, stage, digests)
-                store.log_miss(stage, key)
-                record = {"outputs": digests}
-    digests = record["outputs"]
-    for name, dest in outputs.items():
-        store.materialize(digests[name], dest)
+    for attempt in (1, 2):
+        digests = _outputs(store, key, stage, outputs, build)
+        try:
+            for name, dest in outputs.items():
+                store.materialize(digests[name], dest)
+            break
+        except DigestMismatch as damaged:
+            if attempt == 2:
+                raise CoppeliusError(f"{damaged.source}: the store object changed while it was served "
+                                     f"(sha256 {damaged.actual}); stop whatever writes into {store.root} and run again")
+            store.evict(damaged.source.name)
     if manifest is not None:
         publish_bytes(manifest, canonical.encode({
             "stage": stage, "key": key, "target": target, "tools": tools,

@@ -122,7 +122,12 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     handlers = [logging.StreamHandler(sys.stderr)]
     if args.log:
-        handlers.append(logging.FileHandler(args.log))
+        try:
+            handlers.append(logging.FileHandler(args.log))
+        except OSError as e:
+            print(f"coppelius {args.command}: {args.log}: --log cannot be written ({e.strerror}); "
+                  f"give a file path in a writable folder", file=sys.stderr)
+            return 1
     logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=handlers)
     try:
         args.fn(args)

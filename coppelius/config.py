@@ -96,6 +96,25 @@ def _check(condition: bool, source: str, key: str, value, todo: str):
         raise CoppeliusError(f"{source}: key {key!r} is {value!r}; {todo}")
 
 
+INT32_MAX = 2**31 - 1
+
+
+def _check_int32_counts(model: Model, batch: int, source: str) -> None:
+    """Every element count a kernel parameter carries is an int32: refuse a model or batch past it."""
+    rows = batch * model.context
+    per_batch = {"the logits, batch x context x padded vocab": rows * model.vocab_padded,
+                 "the MLP activations, batch x context x 4 x width": rows * 4 * model.width}
+    per_model = {"the token embedding, padded vocab x width": model.vocab_padded * model.width,
+                 "an MLP weight, 4 x width x width": 4 * model.width * model.width}
+    for what, count in per_batch.items():
+        _check(count <= INT32_MAX, source, "batch", batch,
+               f"{what} would be {count:,} elements, past the {INT32_MAX:,} a kernel's int32 count holds: lower batch")
+    for what, count in per_model.items():
+        _check(count <= INT32_MAX, source, "width", model.width,
+               f"{what} would be {count:,} elements, past the {INT32_MAX:,} a kernel's int32 count holds: "
+               f"use a smaller model")
+
+
 def auto_staging_bytes(model: Model) -> int:
     """A checkpoint moves in about 16 chunks: 1/16 of the payload, rounded up to 1 MiB, in [1, 256] MiB."""
     mib = 1 << 20
@@ -133,6 +152,11 @@ def resolve(raw: dict, source: str = "config") -> Config:
     _check(scale & (scale - 1) == 0, source, "loss_scale", scale, "it must be a power of two such as 1024")
     _check(raw["steps"] % raw["interval"] == 0, source, "steps", raw["steps"],
            f"it must be a multiple of interval ({raw['interval']}): change steps or interval")
+    _check_int32_counts(model, raw["batch"], source)
+    for key in ("corpus", "tokens"):
+        value = raw.get(key)
+        _check(value is None or value.isprintable(), source, key, value,
+               "a path cannot hold a newline or other control character: fix the value")
     staging = raw["staging_bytes"] or auto_staging_bytes(model)
     _check(staging % 256 == 0, source, "staging_bytes", staging, "it must be a multiple of 256")
     _check(not (raw.get("corpus") and raw.get("tokens")), source, "tokens", raw.get("tokens"),
@@ -156,6 +180,8 @@ def load(path: str | Path, overrides: dict | None = None) -> Config:
         raw = yaml.safe_load(path.read_text())
     except OSError as e:
         raise CoppeliusError(f"{path}: cannot read the configuration ({e.strerror}); give an existing file")
+    except UnicodeDecodeError:
+        raise CoppeliusError(f"{path}: not a text file; give a YAML or JSON configuration such as config/config.yaml")
     except yaml.YAMLError as e:
         raise CoppeliusError(f"{path}: not valid YAML or JSON ({str(e).splitlines()[0]}); fix the file")
     if not isinstance(raw, dict):

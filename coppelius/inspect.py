@@ -16,10 +16,12 @@ def describe(path: str) -> list[str]:
         h = checkpoint.read_header(path)
         checkpoint.verify_payload(path, h)
         m = h["model"]
-        return [f"{path}: checkpoint (payload verified)", f"step {h['step']}, cursor {h['cursor']}",
+        return [f"{path}: checkpoint (header verified, payload verified: each against its sha256)",
+                f"step {h['step']}, cursor {h['cursor']}",
                 f"model: vocab {m['vocab']}, context {m['context']}, width {m['width']}, {m['layers']} layers, {m['heads']} heads",
                 f"learner: {', '.join(f'{k} {v}' for k, v in sorted(h['learner'].items()))}",
-                f"payload: {h['payload_bytes']:,} bytes, sha256 {h['payload_sha256']}"]
+                f"payload: {h['payload_bytes']:,} bytes, sha256 {h['payload_sha256']}",
+                f"header: sha256 {h['header_sha256']}"]
     if int.from_bytes(head[:4], "little") == tokens.MAGIC:
         count = tokens.read_header(path)
         return [f"{path}: llm.c token stream", f"{count:,} tokens"]

@@ -32,6 +32,8 @@ def corpus_files(corpus: str | Path) -> list[Path]:
     files = [f for f in root.rglob(pattern) if f.is_file() and "site-packages" not in f.relative_to(root).parts
              and "__pycache__" not in f.parts]
     files.sort(key=lambda f: f.relative_to(root).as_posix())
+    seen = set()  # a file reached through several links is read once, at its first path
+    files = [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
     if not files:
         raise CoppeliusError(f"config: key 'corpus' is {str(corpus)!r}, a folder with no files; add text files to it")
     return files
@@ -44,9 +46,47 @@ def corpus_digest(corpus: str | Path) -> str:
                              for f in corpus_files(root)])
 
 
+def split_lengths(count: int) -> tuple[int, int]:
+    """Token counts of the train and validation streams cut from a stream of `count` tokens."""
+    return count - count // VALIDATION_PART, count // VALIDATION_PART
+
+
 def split(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cut = len(tokens) - len(tokens) // VALIDATION_PART
+    cut = split_lengths(len(tokens))[0]
     return tokens[:cut], tokens[cut:]
+
+
+def stream_length(config) -> int:
+    """The token count `prepare` will see, without reading the tokens: a corpus is byte-level, so
+    its length is its files' sizes; a token file's is its header's count."""
+    if config.tokens:
+        if Path(config.tokens).is_dir():
+            raise CoppeliusError(f"config: key 'tokens' is {config.tokens!r}, a folder; give an llm.c .bin token file")
+        return token_file.read_header(config.tokens)
+    return sum(f.stat().st_size for f in corpus_files(config.corpus or default_corpus()))
+
+
+def check_inputs(config) -> None:
+    """Everything about the corpus or token file that would stop a job, refused before any job runs."""
+    source = f"tokens {config.tokens!r}" if config.tokens else f"corpus {str(config.corpus or default_corpus())!r}"
+    if not config.tokens and config.model.vocab < 256:
+        raise CoppeliusError(f"config: key 'vocab' is {config.model.vocab}; the byte-level corpus needs at least 256: "
+                             f"set vocab to 256 or more, or give a token file with `tokens`")
+    count = stream_length(config)
+    if count < 2 * VALIDATION_PART:
+        raise CoppeliusError(f"config: the {source} holds {count} tokens; give one with at least {2 * VALIDATION_PART}")
+    train, validation = split_lengths(count)
+    batch, context = config.run.batch, config.model.context
+    per_step = batch * context  # one step reads batch x context tokens (plus the last one's target)
+    words = f"batch {batch} x context {context} = {per_step:,} tokens"
+    if config.run.steps * per_step + 1 > train:
+        raise CoppeliusError(f"config: key 'steps' is {config.run.steps}; the train stream of the {source} holds "
+                             f"{train:,} tokens, enough for {max(0, (train - 1) // per_step)} steps of {words}: "
+                             f"lower steps or batch, or give a larger corpus")
+    if config.run.eval_contexts * per_step + 1 > validation:
+        raise CoppeliusError(f"config: key 'eval_contexts' is {config.run.eval_contexts}; the validation stream "
+                             f"(the last tenth of the {source}) holds {validation:,} tokens, enough for "
+                             f"{max(0, (validation - 1) // per_step)} forward passes of {words}: lower eval_contexts")
 
 
 def prepare(train_path: str, val_path: str, corpus: str | None = None, tokens: str | None = None) -> dict:

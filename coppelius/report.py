@@ -5,6 +5,7 @@ from pathlib import Path
 from .formats import result
 from .formats.publish import Publication, publish_bytes
 from .plan.arena import show
+from .stages import load_plan
 
 
 def loss_plot(train: dict, path: str) -> None:
@@ -50,9 +51,8 @@ def summary(train: dict, evaluation: dict, plan: dict) -> str:
 
 
 def report(train_path: str, evaluate_path: str, plan_path: str, out_dir: str) -> None:
-    import json
     train, evaluation = result.read(train_path), result.read(evaluate_path)
-    plan = json.loads(Path(plan_path).read_text())
+    plan = load_plan(plan_path)
     out = Path(out_dir)
     loss_plot(train, str(out / "loss.png"))
     publish_bytes(out / "summary.md", summary(train, evaluation, plan).encode())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from . import canonical, cas
 from .config import Config, read_resolved, resolved_dict
+from .formats import certificate
 from .formats.publish import publish_bytes
 
 log = logging.getLogger("coppelius")
@@ -79,9 +80,11 @@ def _read_all(paths: dict[str, str]) -> dict[str, bytes]:
     return {name: Path(p).read_bytes() for name, p in paths.items()}
 
 
-def _load_plan(path: str) -> dict:
-    import json
-    return json.loads(Path(path).read_text())
+PLAN_KEYS = ("model", "learner", "run", "arena", "program", "contracts")
+
+
+def load_plan(path: str) -> dict:
+    return canonical.read_json(path, "plan", "give the plan.json that `coppelius plan` wrote", PLAN_KEYS)
 
 
 def tools(target: dict) -> dict:
@@ -112,7 +115,7 @@ def realize(config_path: str, plan_path: str, out_dir: str) -> str:
 
     def produce(out):
         cubin = Path(inputs["cubin"]).read_bytes() if "cubin" in inputs else None
-        for name, data in build(_load_plan(plan_path), config.target, cubin).items():
+        for name, data in build(load_plan(plan_path), config.target, cubin).items():
             publish_bytes(out[name], data)
     return cas.run_stage("realize", code=CODE["realize"], config={"target": config.target},
                          inputs=inputs, target=config.target["name"], tools=tools(config.target),
@@ -142,7 +145,7 @@ def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, o
     certificate = {}
 
     def produce(o):
-        certificate.update(check(_load_plan(plan_path), _read_all(realization), _read_all(realized), config.target))
+        certificate.update(check(load_plan(plan_path), _read_all(realization), _read_all(realized), config.target))
         if (error := refusal_of(certificate)) is not None:
             raise error
         publish_bytes(o["certificate"], canonical.encode(certificate) + b"\n")
@@ -175,6 +178,8 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
 
     def produce(o):
         data = _read_all(sections)
+        certificate.verify(certificate_path, data["certificate"], {k: v for k, v in data.items() if k != "certificate"},
+                           "admit these artifacts with `coppelius admit` (or `snakemake`) and build from its certificate")
         identity = {"target": config.target["name"], "card": config.target["card"], "arch": config.target["arch"],
                     "plan_sha256": canonical.sha256(data["plan"]),
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
@@ -182,7 +187,7 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
         write_host_elf(o["elf"], machine, identity, data)
     return cas.run_stage("elf", code=CODE["elf"], config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,
-                         manifest=manifest_path(config_path, "elf"))
+                         manifest=Path(out).parent / "manifests" / "elf.json")  # beside the ELF it describes
 
 
 def build_chain(config: Config, directory: str | Path) -> dict[str, str]:

@@ -1,14 +1,29 @@
 """The checkpoint: a 4096-byte header, then the payload (fp32 master weights, AdamW m, AdamW v).
 
-Header: b"COPPCKPT", uint32 version, uint32 length of the JSON that follows (canonical
-encoding), zero padding to 4096 bytes. The JSON holds the model's dimensions, the learner
-(exact ratios and the loss scale: the moments are stored scaled by it), the step count t
-already taken, the token cursor of the next context, and the payload's size and sha256.
-Each of the three payload parts is the parameter tensors in llm.c's order, float32 little-endian.
+Header, version 2, little-endian, every field at a fixed offset so that the C host runtime reads
+it without a JSON parser:
+
+    offset  bytes  field
+         0      8  magic b"COPPCKPT"
+         8      4  uint32 version (2)
+        12      4  uint32 length of the description JSON at offset 112
+        16      8  uint64 step: AdamW steps already taken (t)
+        24      8  uint64 cursor: token offset of the next training context
+        32      8  uint64 payload bytes
+        40     32  sha256 of the payload
+        72     32  sha256 of the whole 4096-byte header with these 32 bytes zeroed
+       104      8  zero
+       112      n  description: canonical JSON {"format", "learner", "model", "parts"}
+     112+n          zero padding to 4096
+
+The header digest covers every header byte (padding too), so a flipped digit of step or cursor
+is refused, not trained from. The learner holds exact ratios and the loss scale (the moments are
+stored scaled by it). Each payload part is the parameter tensors in llm.c's order, float32.
 """
 import hashlib
 import json
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +33,12 @@ from ..errors import CoppeliusError
 from .publish import Publication
 
 MAGIC = b"COPPCKPT"
-VERSION = 1
+VERSION = 2
 HEADER_BYTES = 4096
 PARTS = ("params", "m", "v")
+FIXED = struct.Struct("<8sIIQQQ32s32s8x")  # magic .. header digest; the description follows
+DIGEST_AT = 72  # offset of the header digest
+CORRUPT = "the checkpoint is corrupt: use an earlier published checkpoint"
 
 
 def header_for(model: dict, learner: dict, step: int, cursor: int, payload: bytes | None = None,
@@ -31,11 +49,19 @@ def header_for(model: dict, learner: dict, step: int, cursor: int, payload: byte
             "cursor": cursor, "parts": list(PARTS), "payload_bytes": payload_bytes, "payload_sha256": payload_sha256}
 
 
+def description(header: dict) -> bytes:
+    return canonical.encode({k: header[k] for k in ("format", "learner", "model", "parts")})
+
+
 def encode_header(header: dict) -> bytes:
-    body = canonical.encode(header)
-    if 16 + len(body) > HEADER_BYTES:
+    body = description(header)
+    if FIXED.size + len(body) > HEADER_BYTES:
         raise ValueError("checkpoint header too large")
-    return (MAGIC + np.array([VERSION, len(body)], "<u4").tobytes() + body).ljust(HEADER_BYTES, b"\0")
+    fixed = FIXED.pack(MAGIC, VERSION, len(body), header["step"], header["cursor"], header["payload_bytes"],
+                       bytes.fromhex(header["payload_sha256"]), b"\0" * 32)
+    data = bytearray((fixed + body).ljust(HEADER_BYTES, b"\0"))
+    data[DIGEST_AT:DIGEST_AT + 32] = hashlib.sha256(data).digest()
+    return bytes(data)
 
 
 def write(path: str | Path, header: dict, payload: bytes) -> None:
@@ -45,8 +71,41 @@ def write(path: str | Path, header: dict, payload: bytes) -> None:
         out.file.write(payload)
 
 
+def decode_header(path, head: bytes) -> dict:
+    """The header's fields, once its magic, version and digest have been checked."""
+    if len(head) < 16:
+        raise CoppeliusError(f"{path}: {len(head)} bytes is too short for a checkpoint header; "
+                             f"the file is truncated: use an earlier published checkpoint")
+    if head[:8] != MAGIC:
+        raise CoppeliusError(f"{path}: magic is {head[:8]!r}, not {MAGIC!r}; this is not a Coppelius checkpoint")
+    version = int.from_bytes(head[8:12], "little")
+    if version != VERSION:
+        raise CoppeliusError(f"{path}: checkpoint version is {version}, not {VERSION}; "
+                             f"start from a checkpoint of this Coppelius (`snakemake` writes init.ckpt)")
+    if len(head) < HEADER_BYTES:
+        raise CoppeliusError(f"{path}: the header is {len(head)} bytes, not {HEADER_BYTES}; "
+                             f"the file is truncated: use an earlier published checkpoint")
+    _, _, length, step, cursor, payload_bytes, payload_sha, stored = FIXED.unpack_from(head)
+    zeroed = head[:DIGEST_AT] + b"\0" * 32 + head[DIGEST_AT + 32:HEADER_BYTES]
+    actual = hashlib.sha256(zeroed).digest()
+    if actual != stored:
+        raise CoppeliusError(f"{path}: header sha256 is {actual.hex()[:16]}..., the header says "
+                             f"{stored.hex()[:16]}...; the header was changed: use an earlier published checkpoint")
+    try:
+        if FIXED.size + length > HEADER_BYTES:
+            raise ValueError("description runs past the header")
+        header = json.loads(head[FIXED.size:FIXED.size + length])
+        if not (isinstance(header, dict) and isinstance(header.get("model"), dict)
+                and isinstance(header.get("learner"), dict)):
+            raise ValueError("model and learner must be mappings")
+    except ValueError:
+        raise CoppeliusError(f"{path}: the header's description is unreadable; {CORRUPT}")
+    return header | {"step": step, "cursor": cursor, "payload_bytes": payload_bytes,
+                     "payload_sha256": payload_sha.hex(), "header_sha256": stored.hex()}
+
+
 def read_header(path: str | Path) -> dict:
-    """Parse and check a checkpoint's header and size (not its payload digest)."""
+    """Parse and check a checkpoint's header (its digest included) and size; not the payload's digest."""
     path = Path(path)
     try:
         size = os.path.getsize(path)
@@ -54,26 +113,11 @@ def read_header(path: str | Path) -> dict:
             head = f.read(HEADER_BYTES)
     except OSError as e:
         raise CoppeliusError(f"{path}: cannot read the checkpoint ({e.strerror}); give an existing checkpoint file")
-    if len(head) < 16:
-        raise CoppeliusError(f"{path}: {len(head)} bytes is too short for a checkpoint header; the file is truncated: use an earlier published checkpoint")
-    if head[:8] != MAGIC:
-        raise CoppeliusError(f"{path}: magic is {head[:8]!r}, not {MAGIC!r}; this is not a Coppelius checkpoint")
-    version, length = np.frombuffer(head[8:16], "<u4")
-    if version != VERSION:
-        raise CoppeliusError(f"{path}: checkpoint version is {int(version)}, not {VERSION}; convert it or start from `coppelius init`")
-    if len(head) < HEADER_BYTES or 16 + int(length) > HEADER_BYTES:
-        raise CoppeliusError(f"{path}: header length is {int(length)} in a {len(head)}-byte header; the file is truncated or corrupt: use an earlier published checkpoint")
-    try:
-        header = json.loads(head[16:16 + int(length)])
-        expected = header["payload_bytes"]
-        assert isinstance(header, dict) and isinstance(expected, int) and isinstance(header["step"], int) \
-            and isinstance(header["cursor"], int) and isinstance(header["model"], dict) and isinstance(header["learner"], dict) \
-            and isinstance(header["payload_sha256"], str)
-    except (ValueError, KeyError, TypeError, AssertionError):
-        raise CoppeliusError(f"{path}: the header JSON is unreadable; the file is corrupt: use an earlier published checkpoint")
+    header = decode_header(path, head)
+    expected = header["payload_bytes"]
     if size != HEADER_BYTES + expected:
-        raise CoppeliusError(f"{path}: size is {size} bytes but the header's payload_bytes {expected} needs {HEADER_BYTES + expected}; "
-                             f"the file is truncated: use an earlier published checkpoint")
+        raise CoppeliusError(f"{path}: size is {size} bytes but the header's payload_bytes {expected} needs "
+                             f"{HEADER_BYTES + expected}; the file is truncated: use an earlier published checkpoint")
     return header
 
 
@@ -84,8 +128,8 @@ def verify_payload(path: str | Path, header: dict) -> None:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     if h.hexdigest() != header["payload_sha256"]:
-        raise CoppeliusError(f"{path}: payload sha256 is {h.hexdigest()[:16]}..., the header says {header['payload_sha256'][:16]}...; "
-                             f"the checkpoint is corrupt: use an earlier published checkpoint")
+        raise CoppeliusError(f"{path}: payload sha256 is {h.hexdigest()[:16]}..., the header says "
+                             f"{header['payload_sha256'][:16]}...; {CORRUPT}")
 
 
 def read(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
@@ -103,5 +147,5 @@ def check_matches(path, header: dict, model: dict, learner: dict) -> None:
         if header[field] != planned:
             differing = sorted(k for k in set(planned) | set(header[field]) if header[field].get(k) != planned.get(k))
             k = differing[0]
-            raise CoppeliusError(f"{path}: header {field}.{k} is {header[field].get(k)!r} but the plan's is {planned.get(k)!r}; "
-                                 f"use a checkpoint of this {field} or rebuild with a matching config")
+            raise CoppeliusError(f"{path}: header {field}.{k} is {header[field].get(k)!r} but the plan's is "
+                                 f"{planned.get(k)!r}; use a checkpoint of this {field} or rebuild with a matching config")

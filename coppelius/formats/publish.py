@@ -1,7 +1,11 @@
 """Atomic publication: a file appears whole under its name or not at all, even across a crash."""
+import contextlib
+import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+from ..errors import CoppeliusError
 
 
 def fsync_directory(directory: Path) -> None:
@@ -10,6 +14,21 @@ def fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def check_writable_folder(path: str | Path, flag: str) -> Path:
+    """Make sure `path` is a folder this process can publish into (created if absent), or refuse."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CoppeliusError(f"{path}: {flag} names a file, not a folder; give a folder for the outputs")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".writable.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CoppeliusError(f"{path}: {flag} is not a writable folder ({e.strerror}); give a folder you can write to")
+    return path
 
 
 class Publication:
@@ -30,16 +49,21 @@ class Publication:
         return self
 
     def __exit__(self, kind, value, traceback):
+        """Publish (no exception) or discard (an exception). Safe to call again: later calls do nothing."""
+        if self.file.closed and not os.path.exists(self.temporary):
+            return False
         try:
             if kind is None:
                 self.file.flush()
                 os.fchmod(self.file.fileno(), 0o644)  # mkstemp's 0600 is not what a published file should have
                 os.fsync(self.file.fileno())
-            self.file.close()
-            if kind is None:
+                self.file.close()
                 os.replace(self.temporary, self.path)
                 fsync_directory(self.path.parent)
         finally:
+            if not self.file.closed:
+                with contextlib.suppress(OSError):  # a full disk can fail the close of a discarded file too
+                    self.file.close()
             if os.path.exists(self.temporary):
                 os.unlink(self.temporary)
         return False
@@ -50,19 +74,26 @@ def publish_bytes(path: str | Path, data: bytes) -> None:
         out.file.write(data)
 
 
-def publish_link(source: str | Path, path: str | Path) -> None:
-    """Make `path` name the same bytes as `source` (a hard link, else a copy), replacing atomically."""
-    import shutil
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and os.path.samefile(source, path):
-        return  # already that file (and rename() between two links of one file does nothing)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    os.unlink(temporary)
-    try:
-        os.link(source, temporary)
-    except OSError:
-        shutil.copyfile(source, temporary)
-    os.replace(temporary, path)
-    fsync_directory(path.parent)
+class DigestMismatch(Exception):
+    """A copy's source did not hold the bytes it was expected to hold."""
+
+    def __init__(self, source: Path, actual: str):
+        super().__init__(f"{source}: sha256 is {actual}")
+        self.source, self.actual = source, actual
+
+
+def publish_copy(source: str | Path, path: str | Path, expected_sha256: str | None = None) -> str:
+    """Publish a copy of `source` at `path` and return the sha256 of the bytes copied.
+
+    A copy, never a hard link: whoever edits the copy in place cannot change the source (a store
+    object or a published checkpoint). With `expected_sha256`, bytes that do not match it are
+    not published (DigestMismatch) and `path` is left as it was.
+    """
+    digest = hashlib.sha256()
+    with Publication(path) as out, open(source, "rb") as src:
+        for block in iter(lambda: src.read(1 << 20), b""):
+            digest.update(block)
+            out.file.write(block)
+        if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
+            raise DigestMismatch(Path(source), digest.hexdigest())
+    return digest.hexdigest()

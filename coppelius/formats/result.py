@@ -11,6 +11,7 @@ from ..errors import CoppeliusError
 from .publish import Publication
 
 FORMAT, VERSION = "coppelius-result", 1
+REQUIRED = {"operation": str, "status": str, "steps": list, "predict": list, "skipped": int, "published": list}
 
 
 def write(path: str | Path, record: dict) -> None:
@@ -32,4 +33,12 @@ def read(path: str | Path) -> dict:
     if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION:
         value = record.get("format") if isinstance(record, dict) else type(record).__name__
         raise CoppeliusError(f"{path}: format is {value!r}, not {FORMAT!r} version {VERSION}; give a Coppelius result record")
+    for key, kind in REQUIRED.items():
+        if not isinstance(record.get(key), kind):
+            raise CoppeliusError(f"{path}: key {key!r} is {record.get(key)!r}, not a {kind.__name__}; "
+                                 f"the result record is incomplete: run again to write a whole one")
+    entries = record["steps"] + record["predict"]
+    if not all(isinstance(e, dict) and isinstance(e.get("loss"), (int, float)) for e in entries):
+        raise CoppeliusError(f"{path}: an entry of 'steps' or 'predict' has no numeric 'loss'; "
+                             f"the result record is incomplete: run again to write a whole one")
     return record

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CoppeliusError
-from ..formats import checkpoint, result, tokens as token_file
+from ..formats import certificate, checkpoint, result, tokens as token_file
 from ..formats.elf import host_machine, read_host_elf
 from ..formats.program import check_program
-from ..formats.publish import Publication, publish_bytes, publish_link
+from .. import canonical
+from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_copy
 from ..learner import step_size_host
 from . import faults
 
@@ -40,7 +41,10 @@ class Program:
         except (ValueError, KeyError, TypeError) as e:
             raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with `snakemake`")
         self.sha256 = elf.sha256
-        self.certificate = json.loads(self.sections["certificate"])
+        admitted = {k: v for k, v in self.sections.items() if k not in certificate.SECTIONS}
+        self.certificate = certificate.verify(
+            f"{path}: section .coppelius.certificate", self.sections["certificate"],
+            admitted | {"plan": self.sections["plan"]}, "rebuild the host ELF with `snakemake`")
 
 
 def open_device(program: Program):
@@ -83,6 +87,7 @@ class Run:
         self.progress = progress or (lambda record: None)
         self.header = self._check_checkpoint()
         self.stream = self._check_tokens()
+        self.identity = self._run_identity()
         self.buffers = self.plan["host"]["buffers"]
         learner = {k: float(Fraction(v)) for k, v in self.plan["learner"].items() if k in ("lr", "beta1", "beta2")}
         self.lr, self.beta1, self.beta2 = learner["lr"], learner["beta1"], learner["beta2"]
@@ -126,6 +131,18 @@ class Run:
         token_file.check_vocab(self.tokens_path, stream[start:start + need], contract["vocab"], start)
         return stream
 
+    def _run_identity(self) -> str:
+        """The digest of everything that determines this run's checkpoints: its checkpoints live
+        under it, so a run with another seed, corpus or token file never touches them."""
+        try:
+            tokens_sha256 = canonical.file_sha256(self.tokens_path)
+        except OSError as e:
+            raise CoppeliusError(f"{self.tokens_path}: cannot read the token file ({e.strerror}); check the path")
+        return canonical.digest({"host_elf_sha256": self.program.sha256, "operation": self.operation,
+                                 "checkpoint": {"header_sha256": self.header["header_sha256"],
+                                                "payload_sha256": self.header["payload_sha256"]},
+                                 "tokens_sha256": tokens_sha256})
+
     # ---------------------------------------------------------------- the program
     def execute(self) -> dict:
         plan = self.plan
@@ -151,7 +168,7 @@ class Run:
             self.predictions.__exit__(None, None, None)
             self.predictions = None
         if self.record["published"] and self.record["status"] == "completed":
-            publish_link(self.record["published"][-1], self.out / "final.ckpt")
+            publish_copy(self.record["published"][-1], self.out / "final.ckpt")
         result.write(self.out / "result.json", self.record)
 
     def _block(self, pc: int, end: int) -> bool:
@@ -214,19 +231,26 @@ class Run:
         self.device.patch_step_size(step_size_host(self.lr, self.beta1, self.beta2, self.t))
 
     def checkpoint_directory(self) -> Path:
-        """Checkpoints grouped by the host ELF that wrote them, so that another plan never replaces them."""
-        return self.out / "checkpoints" / self.program.sha256[:12]
+        """This run's checkpoints: a folder named by the run's identity (host ELF, starting checkpoint,
+        token stream, operation), so that no other run ever replaces or prunes them."""
+        return self.out / "checkpoints" / self.identity[:16]
 
-    def publication_failed(self, error: OSError):
+    def publication_failed(self, error: OSError, what: str | None = None):
+        """Stop with one line when a file cannot be written; the newest published checkpoint stays whole."""
         if self.open_checkpoint is not None:
             self.open_checkpoint[0].__exit__(type(error), error, None)  # removes the temporary
             self.open_checkpoint = None
+        what = what or f"the checkpoint of step {self.t}"
+        reason = error.strerror or str(error)
         newest = self.record["published"][-1] if self.record["published"] else str(self.checkpoint_path)
-        self.record["status"] = f"stopped: publishing step {self.t} failed ({error.strerror})"
-        self.finish()
-        raise CoppeliusError(f"{self.checkpoint_directory()}: publishing the checkpoint of step {self.t} failed "
-                             f"({error.strerror}); the newest published checkpoint stays {newest}: free space and "
-                             f"resume from it")
+        self.record["status"] = f"stopped: publishing {what} failed ({reason})"
+        try:
+            self.finish()
+            recorded = f"the result record {self.out / 'result.json'} says so"
+        except OSError as late:
+            recorded = f"the result record could not be written either ({late.strerror or late})"
+        raise CoppeliusError(f"{self.checkpoint_directory()}: publishing {what} failed ({reason}); the newest "
+                             f"published checkpoint stays {newest} and {recorded}: free space and resume from it")
 
     def op_checkpoint_begin(self):
         try:
@@ -239,7 +263,12 @@ class Run:
     def op_write(self, file, offset, buffer, bytes):
         data = self.buffer(buffer, 0, bytes).tobytes()
         if file == "predictions":
-            self.predictions.file.write(data)
+            try:
+                self.predictions.file.write(data)
+            except OSError as error:
+                self.predictions.__exit__(type(error), error, None)
+                self.predictions = None
+                self.publication_failed(error, f"the predictions {self.out / 'predictions.bin'}")
             return
         publication, digest, written = self.open_checkpoint
         assert offset == written[0], "checkpoint chunks are written in order"
@@ -255,9 +284,15 @@ class Run:
         contract = self.plan["contracts"]["checkpoint"]
         header = checkpoint.header_for(contract["model"], contract["learner"], self.t, self.cursor,
                                        payload_bytes=written[0], payload_sha256=digest.hexdigest())
+        encoded = checkpoint.encode_header(header)
+        if publication.path.exists() and publication.path.open("rb").read(len(encoded)) != encoded:
+            publication.__exit__(CoppeliusError, None, None)  # discards the temporary
+            self.open_checkpoint = None
+            raise CoppeliusError(f"{publication.path}: already holds a checkpoint with other bytes than this run's "
+                                 f"step {self.t}; a published checkpoint is never replaced: move it away and run again")
         try:
             publication.file.seek(0)
-            publication.file.write(checkpoint.encode_header(header))
+            publication.file.write(encoded)
             publication.__exit__(None, None, None)
         except OSError as error:
             self.publication_failed(error)
@@ -266,8 +301,12 @@ class Run:
         directory = publication.path.parent
         publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
         self.record["published"].append(str(publication.path))
-        kept = sorted(directory.glob("step-*.ckpt"))
-        for old in kept[:-self.plan["run"]["keep"]]:
+        self.prune(directory, publication.path.name)
+
+    def prune(self, directory: Path, newest: str):
+        """Keep the newest `keep` steps of this run up to the one just published; never a later step."""
+        older = sorted(p for p in directory.glob("step-*.ckpt") if p.name < newest)
+        for old in older[:max(0, len(older) - (self.plan["run"]["keep"] - 1))]:
             old.unlink()
 
     def op_record_stat(self, kind):
@@ -327,6 +366,7 @@ def progress_printer(stream=sys.stderr):
 def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
+    check_writable_folder(out_dir, "--out")
     program = Program(host_elf)
     make_device = device_factory(program)
     runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer())  # checks inputs

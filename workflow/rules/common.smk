@@ -1,19 +1,22 @@
 # Validate the configuration before any job runs: one line naming the key and the value.
 import os
+import shlex
 import sys
 
 from coppelius.config import resolve, resolved_dict
 from coppelius.errors import CoppeliusError
+from coppelius.prepare import check_inputs
 
 try:
     CONFIG = resolve(config)
+    check_inputs(CONFIG)  # the corpus or token file too, so that a refused run touches nothing
 except CoppeliusError as error:
     sys.exit(f"coppelius: {error}")
 
 TARGET = CONFIG.target["name"]
 TARGET_DIR = f"results/{TARGET}"
 # the package as this Snakemake's own Python runs it, whether or not a venv is activated
-COPPELIUS = f"{sys.executable} -m coppelius"
+COPPELIUS = f"{shlex.quote(sys.executable)} -m coppelius"
 ENV = "../envs/coppelius.yaml"
 REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
 TABLES = ["param_addresses", "step_words", "ring_entries"]

@@ -2,6 +2,7 @@
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -72,6 +73,25 @@ class Publication:
 def publish_bytes(path: str | Path, data: bytes) -> None:
     with Publication(path) as out:
         out.file.write(data)
+
+
+def publish_link(source: str | Path, path: str | Path) -> None:
+    """Make `path` name the same bytes as `source` (a hard link, else a copy), replacing atomically.
+
+    For a run's own outputs (final.ckpt beside its published checkpoint): no space is spent twice."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and os.path.samefile(source, path):
+        return  # already that file (and rename() between two links of one file does nothing)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    os.unlink(temporary)
+    try:
+        os.link(source, temporary)
+    except OSError:
+        shutil.copyfile(source, temporary)
+    os.replace(temporary, path)
+    fsync_directory(path.parent)
 
 
 class DigestMismatch(Exception):

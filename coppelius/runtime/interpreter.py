@@ -17,7 +17,7 @@ from ..formats import certificate, checkpoint, result, tokens as token_file
 from ..formats.elf import host_machine, read_host_elf
 from ..formats.program import check_program
 from .. import canonical
-from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_copy
+from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
 from ..learner import step_size_host
 from . import faults
 
@@ -124,10 +124,16 @@ class Run:
             start, need = 0, contract["predict_tokens"]
         n = contract["context_tokens"] - 1
         if start + need > len(stream):
-            raise CoppeliusError(
-                f"{self.tokens_path}: token count is {len(stream)}: from cursor {start} it holds "
-                f"{max(0, (len(stream) - start - 1) // n)} contexts of {n} tokens and the run needs "
-                f"{(need - 1) // n}; use a longer stream or fewer steps")
+            run = self.plan["run"]
+            words = f"batch {run['batch']} x context {self.plan['model']['context']} = {n} tokens"
+            have = max(0, (len(stream) - start - 1) // n)
+            if self.operation == "train":
+                todo = (f"it holds {have} steps of {words} from cursor {start} and the run takes {(need - 1) // n}; "
+                        f"use a longer stream or rebuild with fewer steps")
+            else:
+                todo = (f"it holds {have} forward passes of {words} and the plan scores {(need - 1) // n}; "
+                        f"use a longer stream or rebuild with a lower eval_contexts")
+            raise CoppeliusError(f"{self.tokens_path}: token count is {len(stream)}: {todo}")
         token_file.check_vocab(self.tokens_path, stream[start:start + need], contract["vocab"], start)
         return stream
 
@@ -159,7 +165,10 @@ class Run:
             self.device.synchronize()  # a late device error is this run's error
         finally:
             self.checkpoint_file.close()
-        self.finish()
+        try:
+            self.finish()
+        except OSError as error:
+            self.publication_failed(error, "the run's last outputs")
         return self.record
 
     def finish(self):
@@ -168,7 +177,7 @@ class Run:
             self.predictions.__exit__(None, None, None)
             self.predictions = None
         if self.record["published"] and self.record["status"] == "completed":
-            publish_copy(self.record["published"][-1], self.out / "final.ckpt")
+            publish_link(self.record["published"][-1], self.out / "final.ckpt")
         result.write(self.out / "result.json", self.record)
 
     def _block(self, pc: int, end: int) -> bool:
@@ -299,8 +308,11 @@ class Run:
         self.open_checkpoint = None
         faults.point("publish-renamed")
         directory = publication.path.parent
-        publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
         self.record["published"].append(str(publication.path))
+        try:
+            publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
+        except OSError as error:  # `latest` still names the previous checkpoint, which pruning has not touched
+            self.publication_failed(error, f"the pointer {directory / 'latest'}")
         self.prune(directory, publication.path.name)
 
     def prune(self, directory: Path, newest: str):

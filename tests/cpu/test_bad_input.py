@@ -91,9 +91,13 @@ def test_token_stream_too_short_says_how_many_contexts(built, tmp_path):
     _, p, *_ = built
     short = tmp_path / "input" / "short.bin"
     short.parent.mkdir()
-    tokens.write(short, np.arange(128 * 3 + 1) % 256)  # 3 contexts of 128 tokens; the run needs 6
+    tokens.write(short, np.arange(128 * 3 + 1) % 256)  # 3 steps of batch 2 x context 64; the run needs 6
     line = refused(p["elf"], p["checkpoint"], short, tmp_path / "o")
-    assert "it holds 3 contexts of 128 tokens and the run needs 6" in line
+    assert "it holds 3 steps of batch 2 x context 64 = 128 tokens from cursor 0 and the run takes 6" in line
+    tokens.write(short, np.arange(128 + 1) % 256)  # one forward pass; eval_contexts is 2
+    line = refused(p["elf"], p["checkpoint"], short, tmp_path / "o", operation="predict")
+    assert "it holds 1 forward passes of batch 2 x context 64 = 128 tokens and the plan scores 2" in line
+    assert "lower eval_contexts" in line and "steps" not in line
 
 
 def test_token_over_vocab(built, tmp_path):
@@ -150,6 +154,7 @@ def test_overflowing_loss_scale_skips_steps_and_stops(built, tmp_path):
                            "--tokens", p["train"], "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
     print(proc.stderr.strip().splitlines()[-1])
     assert proc.returncode == 1 and "steps 1..5 all had non-finite gradients" in proc.stderr
+    assert "Warning" not in proc.stderr  # fp16 overflow is data, as on the GPU: no numpy warnings beside the line
     from coppelius.formats import result
     record = result.read(tmp_path / "run" / "result.json")
     assert record["skipped"] == 5 and all(s["skipped"] for s in record["steps"])
@@ -175,3 +180,105 @@ def test_tampered_host_elf_is_refused_before_any_device(built, tmp_path):
     bad.write_bytes(bytes(tampered))
     line = refused(bad, p["checkpoint"], p["train"], tmp_path / "o")
     assert ".coppelius.launches" in line
+
+
+def test_checkpoint_header_digest_refuses_a_changed_step_or_cursor(built, tmp_path):
+    from coppelius.inspect import describe
+    from coppelius.errors import CoppeliusError
+    _, p, *_ = built
+    for field, offset in (("step", 16), ("cursor", 24)):
+        def bump(d, at=offset):
+            d[at] ^= 0x02  # one bit of the field: a step or cursor off by two
+            return d
+        bad = damaged(tmp_path, p["checkpoint"], bump)
+        line = refused(p["elf"], bad, p["train"], tmp_path / "o")
+        assert "header sha256 is" in line and "the header was changed" in line, field
+        with pytest.raises(CoppeliusError, match="the header was changed"):
+            describe(str(bad))
+    lines = describe(p["checkpoint"])
+    assert "header verified, payload verified" in lines[0] and "header: sha256" in lines[-1]
+
+
+def test_run_refuses_an_embedded_certificate_that_does_not_admit_its_sections(built, tmp_path):
+    _, p, *_ = built
+    good = read_host_elf(p["elf"])
+    for name, certificate in (("horizon", b'{"step_horizon":1000000}'), ("text", b"not json"),
+                              ("other", Path(built[3]["certificate"]).read_bytes())):
+        forged = tmp_path / "input" / f"{name}.elf"
+        forged.parent.mkdir(exist_ok=True)
+        sections = dict(good.sections) | {"certificate": certificate}
+        identity = good.identity | {"certificate_sha256": hashlib.sha256(certificate).hexdigest()}
+        write_host_elf(str(forged), good.machine, identity, sections)
+        line = refused(forged, p["checkpoint"], p["train"], tmp_path / "o")
+        assert "section .coppelius.certificate" in line and "rebuild the host ELF" in line, name
+
+
+def test_elf_stage_refuses_a_certificate_that_is_not_this_plans(built, tmp_path):
+    root, p, _, other_learner, _ = built
+    manifest = Path(p["elf"]).parent / "manifests" / "elf.json"
+    before = manifest.read_bytes()
+    for name, certificate in (("horizon", b'{"step_horizon":1000000}'), ("text", b"\x00\x01 binary"),
+                              ("other", Path(other_learner["certificate"]).read_bytes())):
+        forged = tmp_path / f"{name}.json"
+        forged.write_bytes(certificate)
+        proc = subprocess.run([sys.executable, "-m", "coppelius", "elf", "--config", p["config"], "--plan", p["plan"],
+                               "--realization", p["realize"], "--tables", p["tables"], "--certificate", str(forged),
+                               "--out", str(tmp_path / f"{name}.elf")], cwd=root, capture_output=True, text=True)
+        lines = proc.stderr.strip().splitlines()
+        print(lines[-1])
+        assert proc.returncode == 1 and len(lines) == 1 and "coppelius admit" in lines[0], proc.stderr
+        assert not (tmp_path / f"{name}.elf").exists()
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "elf", "--config", p["config"], "--plan", p["plan"],
+                           "--realization", p["realize"], "--tables", p["tables"], "--certificate", p["certificate"],
+                           "--out", str(tmp_path / "elsewhere" / "host.elf")], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert manifest.read_bytes() == before  # the manifest of results/ is not rewritten for an ELF elsewhere
+    assert (tmp_path / "elsewhere" / "manifests" / "elf.json").exists()
+
+
+def test_out_and_log_are_checked_before_any_work(built, tmp_path):
+    _, p, *_ = built
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    for operation in ("train", "predict"):
+        assert "--out names a file, not a folder" in refused(p["elf"], p["checkpoint"], p["train"], a_file,
+                                                              operation=operation)
+        assert "--out is not a writable folder" in refused(p["elf"], p["checkpoint"], p["train"], "/proc/coppelius",
+                                                           operation=operation)
+        assert "--out is not a writable folder" in refused(p["elf"], p["checkpoint"], p["train"], a_file / "sub",
+                                                           operation=operation)
+    assert a_file.read_text() == "mine"
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "--log", str(tmp_path), "run", p["elf"], "--checkpoint",
+                           p["checkpoint"], "--tokens", p["train"], "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--log cannot be written" in proc.stderr
+
+
+@pytest.mark.parametrize("extra", [0, 4096, 300_000, 600_000, 680_000, 720_000])
+def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_path, extra):
+    """The disk fills while the second checkpoint is written, flushed or closed: one line, the first
+    checkpoint stays the newest and whole, and the result record says the run stopped."""
+    _, p, *_ = built
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    size = os.path.getsize(p["checkpoint"]) + extra
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (not root)")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "coppelius", "run", p["elf"], "--checkpoint", p["checkpoint"],
+                               "--tokens", p["train"], "--out", str(mount / "run")],
+                              capture_output=True, text=True, timeout=120)
+        last = proc.stderr.strip().splitlines()[-1]
+        print(size, last)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr and last.startswith("coppelius run: ")
+        assert "No space left on device" in last
+        published = sorted((mount / "run" / "checkpoints").glob("*/step-*.ckpt"))
+        assert [checkpoint.read(f)[0]["step"] for f in published] in ([], [3])
+        if published:
+            assert f"the newest published checkpoint stays {published[-1]}" in last
+        assert not list((mount / "run").rglob("*.tmp"))
+        if "the result record could not be written" not in last:
+            from coppelius.formats import result
+            assert result.read(mount / "run" / "result.json")["status"].startswith("stopped: publishing")
+    finally:
+        subprocess.run(["umount", str(mount)])

@@ -1,7 +1,9 @@
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,19 @@ def copy_clone(dest: Path) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, dest / rel)
     return dest
+
+
+def build_corpus() -> Path:
+    """A corpus long enough for every build the workflow tests make (gpt2-124m at batch 4 runs 600 steps of
+    4,096 tokens; the workflow refuses a shorter corpus before any job runs): the README, repeated."""
+    readme = (ROOT / "README.md").read_bytes()
+    data = readme * (-(-3_000_000 // len(readme)))
+    path = Path(tempfile.gettempdir()) / f"coppelius-test-corpus-{hashlib.sha256(data).hexdigest()[:16]}.txt"
+    if not path.exists():
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    return path
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

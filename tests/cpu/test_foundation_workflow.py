@@ -25,8 +25,8 @@ def test_bad_config_refused_before_any_job(clone):
 
 def test_gb10_builds_admits_and_stops_before_training(clone):
     """On this CPU-only machine: the whole build for the GB10, then one line saying there is no GB10."""
-    from conftest import ROOT
-    run = snakemake(clone, "--config", "target=gb10", f"corpus={ROOT / 'README.md'}")
+    from conftest import build_corpus
+    run = snakemake(clone, "--config", "target=gb10", f"corpus={build_corpus()}")
     assert run.returncode != 0
     assert (clone / "results/gb10/host.elf").exists() and (clone / "results/gb10/certificate.json").exists()
     lines = [l for l in run.stderr.splitlines() if l.startswith("coppelius run:")]

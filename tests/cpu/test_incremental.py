@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, copy_clone, snakemake
+from conftest import build_corpus, copy_clone, snakemake
 
 MODELS = ("tiny", "small", "gpt2-124m")
 TARGETS = ("cpu", "h200", "rtx3090", "gb10")
@@ -20,7 +20,7 @@ def misses(store: Path) -> list[str]:
 
 
 def build(clone: Path, store: Path, *config: str, target_file: str = "host.elf", target: str = "cpu"):
-    run = snakemake(clone, "--config", f"target={target}", f"corpus={ROOT / 'README.md'}", *config, "--",
+    run = snakemake(clone, "--config", f"target={target}", f"corpus={build_corpus()}", *config, "--",
                     f"results/{target}/{target_file}", env={"COPPELIUS_STORE": str(store)})
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout + run.stderr
@@ -124,7 +124,7 @@ def test_two_workflows_writing_one_store_at_once(tmp_path):
     outputs = [None, None]
 
     def work(i):
-        outputs[i] = snakemake(clones[i], "--config", f"corpus={ROOT / 'README.md'}", "--", "results/cpu/host.elf",
+        outputs[i] = snakemake(clones[i], "--config", f"corpus={build_corpus()}", "--", "results/cpu/host.elf",
                                env={"COPPELIUS_STORE": str(store)})
     threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
     for t in threads:

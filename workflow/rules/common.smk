@@ -1,15 +1,17 @@
 # Validate the configuration before any job runs: one line naming the key and the value.
+import json
 import os
 import shlex
 import sys
 
-from coppelius.config import resolve, resolved_dict
+from coppelius.config import resolve
 from coppelius.errors import CoppeliusError
 from coppelius.prepare import check_inputs
 
 try:
     CONFIG = resolve(config)
-    check_inputs(CONFIG)  # the corpus or token file too, so that a refused run touches nothing
+    # the corpus or token file too, so that a refused run touches nothing
+    check_inputs(CONFIG)
 except CoppeliusError as error:
     sys.exit(f"coppelius: {error}")
 
@@ -18,6 +20,11 @@ TARGET_DIR = f"results/{TARGET}"
 # the package as this Snakemake's own Python runs it, whether or not a venv is activated
 COPPELIUS = f"{shlex.quote(sys.executable)} -m coppelius"
 ENV = "../envs/coppelius.yaml"
+# every key of the merged configuration, for `coppelius configure` (JSON values are YAML values)
+SETTINGS = " ".join(
+    "--set " + shlex.quote(f"{key}={json.dumps(value)}")
+    for key, value in sorted(config.items())
+)
 REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
 TABLES = ["param_addresses", "step_words", "ring_entries"]
 

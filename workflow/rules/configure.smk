@@ -1,3 +1,5 @@
+# A shell rule like every other: Snakemake spawns run: jobs with its Python's path unquoted, which a
+# virtual environment whose path holds a space breaks.
 rule configure:
     output:
         out("config.json"),
@@ -6,8 +8,7 @@ rule configure:
     conda:
         ENV
     params:
-        resolved=resolved_dict(CONFIG),
-    run:
-        from coppelius.stages import configure
-
-        configure(output[0], CONFIG)
+        coppelius=COPPELIUS,
+        settings=SETTINGS,
+    shell:
+        "{params.coppelius} --log {log} configure {params.settings} --out {output}"

@@ -1,0 +1,53 @@
+"""The corpus and token-file checks the workflow makes before any job runs, against what prepare does."""
+import pytest
+import yaml
+
+from coppelius.config import ROOT, resolve
+from coppelius.errors import CoppeliusError
+from coppelius.formats import tokens
+from coppelius.prepare import check_inputs, corpus_files, prepare, stream_length
+
+DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def test_a_file_reached_through_a_link_is_read_once(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(b"alpha " * 100)
+    (folder / "b.txt").symlink_to(folder / "a.txt")
+    (folder / "c.txt").write_bytes(b"gamma " * 100)
+    assert [f.name for f in corpus_files(folder)] == ["a.txt", "c.txt"]
+
+
+def test_stream_length_is_what_prepare_writes(tmp_path):
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_bytes(b"x" * 1234)
+    (folder / "sub" / "b.txt").write_bytes(b"y" * 777)
+    config = resolve(DEFAULTS | {"corpus": str(folder)})
+    counts = prepare(str(tmp_path / "train.bin"), str(tmp_path / "val.bin"), corpus=str(folder))
+    assert stream_length(config) == counts["train"] + counts["validation"] == 2011
+    tokens.write(tmp_path / "t.bin", list(range(100)))
+    assert stream_length(resolve(DEFAULTS | {"tokens": str(tmp_path / "t.bin")})) == 100
+
+
+def test_counts_are_refused_naming_the_key_that_fixes_them(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"z" * 20_000)  # 18,000 train tokens, 2,000 validation tokens
+    base = DEFAULTS | {"corpus": str(corpus), "batch": 2, "steps": 100, "interval": 100, "eval_contexts": 1}
+    check_inputs(resolve(base))  # 100 steps of 128 tokens fit in 18,000; one pass of 128 in 2,000
+    with pytest.raises(CoppeliusError, match="key 'steps' is 200; .* enough for 140 steps of batch 2 x context 64"):
+        check_inputs(resolve(base | {"steps": 200}))
+    with pytest.raises(CoppeliusError, match="key 'eval_contexts' is 16; .* enough for 15 forward passes"):
+        check_inputs(resolve(base | {"eval_contexts": 16}))
+    with pytest.raises(CoppeliusError, match="key 'vocab' is 100"):
+        check_inputs(resolve(base | {"vocab": 100}))
+
+
+def test_config_refuses_counts_past_int32_and_control_characters():
+    with pytest.raises(CoppeliusError, match="key 'batch' is 1000000000; the logits"):
+        resolve(DEFAULTS | {"batch": 1_000_000_000})
+    with pytest.raises(CoppeliusError, match="key 'width' is 65536"):
+        resolve(DEFAULTS | {"width": 65536, "heads": 1})
+    with pytest.raises(CoppeliusError, match="key 'corpus' is 'a\\\\nb'; a path cannot hold a newline"):
+        resolve(DEFAULTS | {"corpus": "a\nb"})

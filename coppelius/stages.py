@@ -108,6 +108,7 @@ def compile_kernels(config_path: str, config: Config, out: str) -> str:
 def realize(config_path: str, plan_path: str, out_dir: str) -> str:
     from .realize import ARTIFACTS, realize as build
     config = read_resolved(config_path)
+    plan_data = load_plan(plan_path)
     inputs = {"plan": plan_path}
     if config.target["arch"] != "numpy":
         inputs["cubin"] = str(Path(out_dir) / "kernels.cubin")
@@ -115,7 +116,7 @@ def realize(config_path: str, plan_path: str, out_dir: str) -> str:
 
     def produce(out):
         cubin = Path(inputs["cubin"]).read_bytes() if "cubin" in inputs else None
-        for name, data in build(load_plan(plan_path), config.target, cubin).items():
+        for name, data in build(plan_data, config.target, cubin).items():
             publish_bytes(out[name], data)
     return cas.run_stage("realize", code=CODE["realize"], config={"target": config.target},
                          inputs=inputs, target=config.target["name"], tools=tools(config.target),
@@ -141,11 +142,12 @@ def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, o
     from .realize import ARTIFACTS as REALIZED
     from .realize.tables import ARTIFACTS as TABLES
     config = read_resolved(config_path)
+    plan_data = load_plan(plan_path)  # a file that is not a plan is refused before anything is read
     realization, realized = _files(realize_dir, REALIZED), _files(tables_dir, TABLES)
     certificate = {}
 
     def produce(o):
-        certificate.update(check(load_plan(plan_path), _read_all(realization), _read_all(realized), config.target))
+        certificate.update(check(plan_data, _read_all(realization), _read_all(realized), config.target))
         if (error := refusal_of(certificate)) is not None:
             raise error
         publish_bytes(o["certificate"], canonical.encode(certificate) + b"\n")

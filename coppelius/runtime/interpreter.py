@@ -294,7 +294,7 @@ class Run:
         header = checkpoint.header_for(contract["model"], contract["learner"], self.t, self.cursor,
                                        payload_bytes=written[0], payload_sha256=digest.hexdigest())
         encoded = checkpoint.encode_header(header)
-        if publication.path.exists() and publication.path.open("rb").read(len(encoded)) != encoded:
+        if publication.path.exists() and _head(publication.path, len(encoded)) != encoded:
             publication.__exit__(CoppeliusError, None, None)  # discards the temporary
             self.open_checkpoint = None
             raise CoppeliusError(f"{publication.path}: already holds a checkpoint with other bytes than this run's "
@@ -313,13 +313,14 @@ class Run:
             publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
         except OSError as error:  # `latest` still names the previous checkpoint, which pruning has not touched
             self.publication_failed(error, f"the pointer {directory / 'latest'}")
-        self.prune(directory, publication.path.name)
+        self.prune(directory)
 
-    def prune(self, directory: Path, newest: str):
-        """Keep the newest `keep` steps of this run up to the one just published; never a later step."""
-        older = sorted(p for p in directory.glob("step-*.ckpt") if p.name < newest)
-        for old in older[:max(0, len(older) - (self.plan["run"]["keep"] - 1))]:
-            old.unlink()
+    def prune(self, directory: Path):
+        """Keep the newest `keep` steps of this run up to the one just published (step t); never a later step."""
+        steps = {int(p.name[5:-5]): p for p in directory.glob("step-*.ckpt") if p.name[5:-5].isdigit()}
+        older = sorted(step for step in steps if step < self.t)
+        for step in older[:max(0, len(older) - (self.plan["run"]["keep"] - 1))]:
+            steps[step].unlink()
 
     def op_record_stat(self, kind):
         n = self.plan["run"]["tokens_per_step"]
@@ -356,6 +357,11 @@ class Run:
         count = len(self.record["steps"]) or len(self.record["predict"])
         self.record["timestamps"] = {"started": self.started, "finished": time.time(), "seconds": elapsed}
         self.record["tokens_per_second"] = count * self.plan["run"]["tokens_per_step"] / elapsed if elapsed else 0.0
+
+
+def _head(path: Path, count: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(count)
 
 
 def progress_printer(stream=sys.stderr):

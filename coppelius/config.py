@@ -100,19 +100,15 @@ INT32_MAX = 2**31 - 1
 
 
 def _check_int32_counts(model: Model, batch: int, source: str) -> None:
-    """Every element count a kernel parameter carries is an int32: refuse a model or batch past it."""
-    rows = batch * model.context
-    per_batch = {"the logits, batch x context x padded vocab": rows * model.vocab_padded,
-                 "the MLP activations, batch x context x 4 x width": rows * 4 * model.width}
-    per_model = {"the token embedding, padded vocab x width": model.vocab_padded * model.width,
-                 "an MLP weight, 4 x width x width": 4 * model.width * model.width}
-    for what, count in per_batch.items():
-        _check(count <= INT32_MAX, source, "batch", batch,
-               f"{what} would be {count:,} elements, past the {INT32_MAX:,} a kernel's int32 count holds: lower batch")
-    for what, count in per_model.items():
-        _check(count <= INT32_MAX, source, "width", model.width,
-               f"{what} would be {count:,} elements, past the {INT32_MAX:,} a kernel's int32 count holds: "
-               f"use a smaller model")
+    """The element counts kernels take as int32 parameters (the largest: the MLP activations of a step, and
+    every parameter at once for cast_half and nonfinite_check): refuse a batch or model past them."""
+    activations = batch * model.context * 4 * model.width
+    _check(activations <= INT32_MAX, source, "batch", batch,
+           f"the MLP activations, batch x context x 4 x width, would be {activations:,} elements, past the "
+           f"{INT32_MAX:,} a kernel's int32 count holds: lower batch")
+    _check(model.parameter_count <= INT32_MAX, source, "width", model.width,
+           f"the model would have {model.parameter_count:,} parameters, past the {INT32_MAX:,} a kernel's int32 "
+           f"count holds: use a smaller model")
 
 
 def auto_staging_bytes(model: Model) -> int:

@@ -45,9 +45,9 @@ def test_counts_are_refused_naming_the_key_that_fixes_them(tmp_path):
 
 
 def test_config_refuses_counts_past_int32_and_control_characters():
-    with pytest.raises(CoppeliusError, match="key 'batch' is 1000000000; the logits"):
+    with pytest.raises(CoppeliusError, match="key 'batch' is 1000000000; the MLP activations"):
         resolve(DEFAULTS | {"batch": 1_000_000_000})
-    with pytest.raises(CoppeliusError, match="key 'width' is 65536"):
-        resolve(DEFAULTS | {"width": 65536, "heads": 1})
+    with pytest.raises(CoppeliusError, match="key 'width' is 16384; the model would have"):
+        resolve(DEFAULTS | {"width": 16384, "heads": 1, "layers": 12})
     with pytest.raises(CoppeliusError, match="key 'corpus' is 'a\\\\nb'; a path cannot hold a newline"):
         resolve(DEFAULTS | {"corpus": "a\nb"})

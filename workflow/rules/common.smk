@@ -22,7 +22,7 @@ COPPELIUS = f"{shlex.quote(sys.executable)} -m coppelius"
 ENV = "../envs/coppelius.yaml"
 # every key of the merged configuration, for `coppelius configure` (JSON values are YAML values)
 SETTINGS = " ".join(
-    "--set " + shlex.quote(f"{key}={json.dumps(value)}")
+    f"--set {shlex.quote(f'{key}={json.dumps(value)}')}"
     for key, value in sorted(config.items())
 )
 REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]

@@ -63,10 +63,10 @@ def plan(config_path: str, out: str) -> str:
 
 
 CODE |= {
-    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py"],
+    "realize": CORE + ["realize", "formats/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py"],
     "compile": CORE + ["kernels/cuda", "realize/nvrtc.py"],
-    "tables": CORE + ["realize/tables.py", "plan/kernels.py"],
-    "admit": CORE + ["admit", "plan/kernels.py", "learner.py"],
+    "tables": CORE + ["realize/tables.py", "formats/kernels.py"],
+    "admit": CORE + ["admit", "formats/kernels.py", "learner.py"],
     "elf": CORE,
 }
 
@@ -123,10 +123,10 @@ def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
     from .realize import ARTIFACTS as REALIZED
     from .realize.tables import ARTIFACTS, realized_tables
     config = read_resolved(config_path)
-    inputs = _files(realize_dir, REALIZED)
+    inputs = {"launches": _files(realize_dir, REALIZED)["launches"]}
 
     def produce(out):
-        for name, data in realized_tables(Path(inputs["launches"]).read_bytes(), Path(inputs["ring"]).read_bytes()).items():
+        for name, data in realized_tables(Path(inputs["launches"]).read_bytes()).items():
             publish_bytes(out[name], data)
     return cas.run_stage("tables", code=CODE["tables"], config={}, inputs=inputs, target=config.target["name"],
                          outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "tables"))

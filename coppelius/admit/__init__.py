@@ -25,10 +25,12 @@ from ..errors import CoppeliusError
 from .common import Refusal
 from .compatibility import check_arch, check_driver, check_kernels, check_memory
 from .hazard import check_lifetimes, check_relocations, check_written
-from .learner import check_learner_schedule, check_step_words
-from .schedule import check_issues_run, check_moves_checkpoint, check_request, check_reissues, check_steps_fresh
+from .provenance import check_moves_checkpoint
+from .realized import check_reissues
+from .schedule import check_issues_run, check_request, check_steps_fresh
+from .step_size import check_learner_schedule, check_step_words
 
-__all__ = ["CHECKS", "Refusal", "admit", "refusal_of", "horizon_of"]
+__all__ = ["CHECKS", "Refusal", "admit", "refusal_of"]
 
 CHECKS = [
     ("device-relocations", check_relocations),
@@ -82,8 +84,3 @@ def refusal_of(certificate: dict) -> CoppeliusError | None:
         if not outcome["passed"]:
             return CoppeliusError(f"admission: check {outcome['check']} failed: {outcome['detail']}")
     return None
-
-
-def horizon_of(certificate: dict) -> int:
-    """The largest step count the certificate holds the host's step sizes for (0 if none)."""
-    return int(certificate.get("step_horizon", 0))

@@ -10,7 +10,7 @@ import json
 
 from ..errors import CoppeliusError
 from ..formats.cubin import read_cubin
-from ..plan.kernels import param_layout
+from ..formats.kernels import param_layout
 from .common import KERNEL_NAMES, Realized, Refusal
 
 BLOCK_MAX = (1024, 1024, 64)              # CUDA's block dimension limits (every sm_xx)
@@ -79,7 +79,7 @@ def check_kernels(plan, realization, realized, profile):
     info, r = kernel_info(realization)["kernels"], Realized(plan, realization)
     gpu = _gpu(profile)
     cubin = cubin_facts(realization.get("image", b""))
-    used = sorted({KERNEL_NAMES[int(l["kernel"])] for l in r.launches if int(l["kernel"]) < len(KERNEL_NAMES)})
+    used = sorted({KERNEL_NAMES[int(l["kernel"])] for l in r.launches if int(l["kernel"]) in KERNEL_NAMES})
     for kernel in used:
         k = info.get(kernel)
         if not isinstance(k, dict) or any(not isinstance(k.get(f), int) or k.get(f) < 0

@@ -3,9 +3,9 @@ never share a byte, and nothing reads device bytes that nothing wrote within the
 """
 import numpy as np
 
-from .common import DTYPES, LIFETIMES, lifetimes_meet
+from ..formats.tables import DTYPE_BYTES as DTYPES, LIFETIMES, lifetimes_meet
 from .common import (Realized, Refusal, command_accesses, describe, iv_add, iv_gap, iv_remove, launch_accesses,
-                     launch_numbers, piece_class, plane_range, planes_by_name, trace, unpack)
+                     launch_numbers, piece_class, plane_range, planes_by_name, trace)
 
 
 # ---------------------------------------------------------------------------- device-relocations
@@ -28,13 +28,6 @@ def check_relocations(plan, realization, realized, profile):
         j = int(np.flatnonzero(owner < 0)[0])
         raise Refusal(f"relocation {j} (parameter byte {int(r.relocations[j]['param_offset'])}) belongs to no launch; "
                       f"the run would patch it all the same")
-    addresses, _ = unpack(realized, "param_addresses", "param_addresses")
-    if len(addresses) != len(r.launches):
-        raise Refusal(f"the param_addresses table has {len(addresses)} rows for {len(r.launches)} launches")
-    for i, (a, l) in enumerate(zip(addresses, r.launches)):
-        if (int(a["launch"]), int(a["offset"]), int(a["bytes"])) != (i, int(l["param_offset"]), int(l["param_bytes"])):
-            raise Refusal(f"launch {i}: param_addresses says block {int(a['launch'])} at {int(a['offset'])} "
-                          f"({int(a['bytes'])} bytes); the launch table says {int(l['param_offset'])} ({int(l['param_bytes'])})")
     copies = 0
     for j in range(len(r.commands)):
         if int(r.commands[j]["op"]) == 0:

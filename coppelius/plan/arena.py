@@ -9,8 +9,7 @@ overlaid on the same bytes after the persistent region.
 """
 from dataclasses import dataclass
 
-DTYPES = {"f16": 2, "f32": 4, "i32": 4, "u8": 1}
-LIFETIMES = ("persistent", "step", "transfer")
+from ..formats.tables import DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class Plane:
 
     @property
     def bytes(self) -> int:
-        return self.count * DTYPES[self.dtype]
+        return self.count * DTYPE_BYTES[self.dtype]
 
     def as_dict(self) -> dict:
         return {"name": self.name, "offset": self.offset, "bytes": self.bytes, "dtype": self.dtype,
@@ -59,10 +58,6 @@ def lay_out(planes: list[Plane], alignment: int) -> tuple[list[Plane], int]:
     order = {p.name: i for i, p in enumerate(planes)}
     placed.sort(key=lambda p: order[p.name])
     return placed, end
-
-
-def lifetimes_meet(a: str, b: str) -> bool:
-    return a == "persistent" or b == "persistent" or a == b
 
 
 def show(planes: list[dict], total: int) -> str:

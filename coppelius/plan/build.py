@@ -9,10 +9,10 @@ the target enters only through its alignment and arch.
 from .. import canonical
 from ..config import Config
 from ..formats import checkpoint
-from ..learner import f32_word, step_size_exact
+from ..formats.step_size import f32_word, step_size_exact
 from .arena import Plane, align, lay_out
 from .graph import Piece, Step
-from .kernels import KERNELS
+from ..formats.kernels import KERNELS
 from .program import host_program
 
 FORMAT = "coppelius-plan"

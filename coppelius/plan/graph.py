@@ -7,8 +7,9 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..learner import f32_word, nearest_f32
-from .kernels import KERNELS, geometry
+from ..formats.step_size import f32_word, nearest_f32
+from ..formats.geometry import geometry
+from ..formats.kernels import KERNELS
 
 
 class Piece:

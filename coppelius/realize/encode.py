@@ -1,16 +1,19 @@
 """Realization common to every target: the plan's pieces as a launch table (parameter blocks
-and relocations), a command stream and a ring, in the binary tables of formats.tables."""
+and relocations), a command stream and a ring; its host program, planes, host buffers and run
+numbers; all in the binary tables of formats.tables (docs/formats.md)."""
+from fractions import Fraction
+
 import numpy as np
 
-from ..learner import f32_from_word
-from ..plan.kernels import KERNELS, PTR_KINDS, param_layout
-from ..formats import tables
+from .. import canonical
+from ..formats import program as host_program, tables
+from ..formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
+from ..formats.step_size import f32_from_word
 
 
 def encode_program(plan: dict) -> dict[str, bytes]:
     planes = {p["name"]: (i, p) for i, p in enumerate(plan["arena"]["planes"])}
-    buffers = {name: i for i, name in enumerate(plan["host"]["buffers"])}
-    kernel_index = {name: i for i, name in enumerate(sorted(KERNELS))}
+    buffers = {name: i for i, name in enumerate(tables.HOST_BUFFERS)}
     launches, relocations, commands, ring = [], [], [], []
     blob = bytearray()
 
@@ -25,7 +28,7 @@ def encode_program(plan: dict) -> dict[str, bytes]:
                    "bytes": c.get("bytes", 0), "value": c.get("value", 0), "pad": 0}
             if c["op"] == "launch":
                 row["a"] = len(launches)
-                launches.append(_launch(c, kernel_index, planes, blob, relocations))
+                launches.append(_launch(c, planes, blob, relocations))
             elif c["op"] == "memset":
                 row["dst"], row["dst_offset"] = device(c["dst"])
             elif c["op"] == "h2d":
@@ -44,10 +47,33 @@ def encode_program(plan: dict) -> dict[str, bytes]:
         "relocations": tables.pack("relocations", np.array(relocations, tables.RELOCATION)),
         "commands": tables.pack("commands", np.array(commands, tables.COMMAND)),
         "ring": tables.pack("ring", np.array(ring, tables.RING)),
+        "program": host_program.encode(plan["program"]),
+        **layout_tables(plan),
     }
 
 
-def _launch(c: dict, kernel_index: dict, planes: dict, blob: bytearray, relocations: list) -> tuple:
+def layout_tables(plan: dict) -> dict[str, bytes]:
+    """The planes, the host buffers (in HOST_BUFFERS order) and the run record the host runtime reads."""
+    planes = [(p["offset"], p["bytes"], tables.DTYPES[p["dtype"]][0], tables.LIFETIMES.index(p["lifetime"]))
+              for p in plan["arena"]["planes"]]
+    buffers = [(plan["host"]["buffers"][name]["offset"], plan["host"]["buffers"][name]["bytes"])
+               for name in tables.HOST_BUFFERS]
+    run, tokens, contract = plan["run"], plan["contracts"]["tokens"], plan["contracts"]["checkpoint"]
+    model, learner = canonical.encode(contract["model"]), canonical.encode(contract["learner"])
+    record = {"arena_bytes": plan["arena"]["bytes"], "host_bytes": plan["host"]["bytes"],
+              "payload_bytes": contract["payload_bytes"], "train_tokens": tokens["train_tokens_from_cursor"],
+              "predict_tokens": tokens["predict_tokens"], "tokens_per_step": run["tokens_per_step"],
+              "context_tokens": tokens["context_tokens"], "vocab": tokens["vocab"],
+              "model_json_bytes": len(model), "learner_json_bytes": len(learner),
+              **{k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")},
+              **{k: run[k] for k in ("steps", "interval", "keep", "max_skips", "eval_contexts")}}
+    return {"planes": tables.pack("planes", np.array(planes, tables.PLANE)),
+            "buffers": tables.pack("buffers", np.array(buffers, tables.BUFFER)),
+            "run": tables.pack("run", np.array([tuple(record[f] for f in tables.RUN.names)], tables.RUN),
+                               model + learner)}
+
+
+def _launch(c: dict, planes: dict, blob: bytearray, relocations: list) -> tuple:
     layout, size = param_layout(c["kernel"])
     start = len(blob)
     block = bytearray(size)
@@ -63,5 +89,5 @@ def _launch(c: dict, kernel_index: dict, planes: dict, blob: bytearray, relocati
         else:
             block[offset:offset + 4] = np.array(arg, "<i4" if kind == "i32" else "<u4").tobytes()
     blob += block
-    return (kernel_index[c["kernel"]], tuple(c["grid"]), tuple(c["block"]), c["shared"], start, size,
+    return (KERNEL_IDS[c["kernel"]], tuple(c["grid"]), tuple(c["block"]), c["shared"], start, size,
             first_reloc, len(relocations) - first_reloc)

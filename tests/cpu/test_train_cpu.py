@@ -49,11 +49,11 @@ def test_plan_gradient_matches_float64_reference(in_tmp):
     cfg = config(in_tmp, batch=2, context=32, steps=1, interval=1)
     plan = json.loads(Path(build_chain(cfg, in_tmp / "results/cpu")["plan"]).read_text())
     realization = realize(plan, cfg.target)
-    realized = realized_tables(realization["launches"], realization["ring"])
+    realized = realized_tables(realization["launches"])
     device = CpuDevice()
     device.allocate(plan["arena"]["bytes"], plan["host"]["bytes"])
     device.load_program(realization["image"], realization["launches"], realization["relocations"],
-                        realization["commands"], realized["ring_entries"], realized["step_words"],
+                        realization["commands"], realization["ring"], realized["step_words"],
                         [p["offset"] for p in plan["arena"]["planes"]], [b["offset"] for b in plan["host"]["buffers"].values()])
     ring = {name: i for i, name in enumerate(plan["ring"])}
     buffers = plan["host"]["buffers"]

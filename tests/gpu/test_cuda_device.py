@@ -11,7 +11,7 @@ import yaml
 
 from coppelius.errors import CoppeliusError
 from coppelius.formats import tables
-from coppelius.plan.kernels import KERNELS, PTR_KINDS, param_layout
+from coppelius.formats.kernels import KERNELS, PTR_KINDS, param_layout
 from coppelius.runtime.cuda import CudaDevice, check_card
 
 pytestmark = pytest.mark.gpu
@@ -322,7 +322,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
         if "not realized yet" in str(e):
             pytest.skip(f"realize: {e}")
         raise
-    sections = {**realization, **realized_tables(realization["launches"], realization["ring"])}
+    sections = {**realization, **realized_tables(realization["launches"])}
     program = SimpleNamespace(path=tmp_path / "h200.elf", plan=plan, sections=sections, sha256="0" * 64,
                               machine="x86_64", certificate={"step_horizon": 1 << 53},
                               identity={"target": "h200", "card": cfg.target["card"], "arch": cfg.target["arch"],

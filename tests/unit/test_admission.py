@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
-from coppelius.admit import CHECKS, admit, horizon_of, refusal_of
-from coppelius.admit import learner as adm
+from coppelius.admit import CHECKS, admit, refusal_of
+from coppelius.admit import step_size as adm
 from coppelius.config import ROOT, resolve, target_profile
 from coppelius.errors import CoppeliusError
 from coppelius.formats import tables
-from coppelius.learner import nearest_f32, step_size_exact, step_size_host
+from coppelius.formats.step_size import nearest_f32, step_size_exact, step_size_host
 from coppelius.plan.build import build_plan
-from coppelius.plan.kernels import KERNELS, param_layout
+from coppelius.formats.kernels import KERNELS, param_layout
 from coppelius.realize import realize
 from coppelius.realize.encode import encode_program
 from coppelius.realize.tables import realized_tables
@@ -66,7 +66,7 @@ class Case:
     def reencode(self) -> "Case":
         """The realization and tables of this (mutated) plan, as the build would make them."""
         self.realization, self.synthetic = realization_for(self.plan, self.profile)
-        self.realized = realized_tables(self.realization["launches"], self.realization["ring"])
+        self.realized = realized_tables(self.realization["launches"])
         return self
 
     def certificate(self) -> dict:
@@ -192,9 +192,9 @@ def m_memset_overrun(c):
     return c.reencode()
 
 
-def m_param_addresses(c):
-    c.realized["param_addresses"] = edit_table(c.realized["param_addresses"], "param_addresses",
-                                               lambda r, b: setf(r, 3, "offset", r[3]["offset"] + 8))
+def m_relocation_plane(c):
+    c.realization["relocations"] = edit_table(c.realization["relocations"], "relocations",
+                                              lambda r, b: setf(r, 3, "plane", r[3]["plane"] + 1))
     return c
 
 
@@ -220,39 +220,39 @@ def m_restore_touches_staging(c):
 
 def m_inner_count(c):
     c.plan["program"][step(c.plan, "repeat", count=c.plan["run"]["interval"])][1]["count"] -= 1
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_drop_final_restore(c):
     edit_program(c.plan, step(c.plan, "reissue", ring=c.plan["ring"].index("restore")), delete=1)
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_predict_count(c):
     c.plan["program"][c.plan["labels"]["predict"]][1]["count"] += 1
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_advance_short(c):
     c.plan["program"][step(c.plan, "cursor-advance")][1]["tokens"] -= 1
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_advance_first(c):
     at = step(c.plan, "read-at-cursor", after=step(c.plan, "repeat"))
     body = c.plan["program"][at:at + 5]
     c.plan["program"][at:at + 5] = [body[4]] + body[:4]
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_no_scalars(c):
     edit_program(c.plan, step(c.plan, "adamw-scalars"), delete=1)
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_short_context(c):
     c.plan["program"][step(c.plan, "read-at-cursor", after=step(c.plan, "repeat"))][1]["tokens"] -= 1
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_targets_unshifted(c):
@@ -262,7 +262,7 @@ def m_targets_unshifted(c):
 
 def m_read_twice(c):
     c.plan["program"][step(c.plan, "read", offset=c.plan["contracts"]["checkpoint"]["chunks"][1][0])][1]["offset"] = 0
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_scatter_wrong_part(c):
@@ -274,7 +274,7 @@ def m_publish_out_of_order(c):
     at = step(c.plan, "checkpoint-begin") + 1
     p = c.plan["program"]
     p[at:at + 4] = p[at + 2:at + 4] + p[at:at + 2]
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_stage_short(c):
@@ -289,13 +289,13 @@ def m_gather_wrong_part(c):
 
 def m_reissue_first(c):
     c.plan["program"][step(c.plan, "submit", after=c.plan["labels"]["predict"], ring=c.plan["ring"].index("forward"))][0] = "reissue"
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_ring_entries_swapped(c):
     def swap(r, b):
         r[5]["offset"], r[6]["offset"] = int(r[6]["offset"]), int(r[5]["offset"])
-    c.realized["ring_entries"] = edit_table(c.realized["ring_entries"], "ring", swap)
+    c.realization["ring"] = edit_table(c.realization["ring"], "ring", swap)
     return c
 
 
@@ -310,7 +310,6 @@ def m_ring_short(c):
     u = c.plan["ring"].index("update")
     shorten = lambda r, b: setf(r, u, "length", r[u]["length"] - 1)  # noqa: E731
     c.realization["ring"] = edit_table(c.realization["ring"], "ring", shorten)
-    c.realized["ring_entries"] = edit_table(c.realized["ring_entries"], "ring", shorten)
     return c
 
 
@@ -322,12 +321,12 @@ def m_buffers_overlap(c):
 
 def m_fill_overrun(c):
     c.plan["program"][step(c.plan, "fill")][1]["bytes"] += 4
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_predictions_overrun(c):
     c.plan["program"][step(c.plan, "write", file="predictions")][1]["bytes"] += 4
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_report_never_written(c):
@@ -351,7 +350,7 @@ def m_restore_first(c):
     at = step(c.plan, "submit", after=c.plan["labels"]["predict"], ring=c.plan["ring"].index("forward"))
     p = c.plan["program"]
     p[at], p[at + 1] = p[at + 1], p[at]
-    return c
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_layer_ahead(c):
@@ -378,7 +377,7 @@ def m_step_word_offset(c):
 
 def m_plan_eps(c):
     c.plan["learner"]["eps"] = "1/10000000"
-    return c
+    return c.reencode()
 
 
 def m_beta2_word(c):
@@ -404,7 +403,7 @@ MUTATIONS = [
     ("relocation-moved", "cpu", "device-relocations", m_reloc_offset, ["launch", "argument", "its relocation says plane"]),
     ("extent-past-plane", "cpu", "device-relocations", m_extent, ["(matmul_forward) argument out", "outside plane logits"]),
     ("memset-past-plane", "cpu", "device-relocations", m_memset_overrun, ["memset flag+0 (8 bytes)", "outside plane flag (4 bytes)"]),
-    ("param-addresses", "cpu", "device-relocations", m_param_addresses, ["launch 3: param_addresses"]),
+    ("relocation-plane", "cpu", "device-relocations", m_relocation_plane, ["launch", "its relocation says plane"]),
     ("persistent-overlap", "cpu", "device-lifetimes", m_persistent_overlap, ["planes m (persistent) and logits (step) share"]),
     ("step-overlap", "cpu", "device-lifetimes", m_step_overlap, ["ln1 (step)", "qkv (step)", "share arena bytes"]),
     ("restore-touches-staging", "cpu", "device-lifetimes", m_restore_touches_staging,
@@ -426,7 +425,8 @@ MUTATIONS = [
     ("gather-wrong-part", "cpu", "schedule-moves-checkpoint", m_gather_wrong_part,
      ["checkpoint bytes [0, 482304) come from m bytes", "must be params bytes"]),
     ("reissue-first", "cpu", "schedule-reissues", m_reissue_first, ["predict host step", "reissues ring entry 5 (forward)"]),
-    ("ring-entries-swapped", "cpu", "schedule-reissues", m_ring_entries_swapped, ["ring entry 5: the realized tables hold"]),
+    ("ring-entries-swapped", "cpu", "schedule-reissues", m_ring_entries_swapped,
+     ["ring entry 5 (forward) command 2", "the realization has memset flag+0"]),
     ("stream-targets", "cpu", "schedule-reissues", m_stream_targets,
      ["ring entry 6 (update) command", "h2d host context+0 -> targets+0", "the plan's piece has h2d host context+4"]),
     ("ring-short", "cpu", "schedule-reissues", m_ring_short, ["ring entry 6 (update) holds"]),
@@ -528,7 +528,7 @@ def test_default_run_passes_with_its_full_schedule():
     case = Case(build_plan(config), {}, {}, config.target, None).reencode()
     certificate = case.certificate()
     assert certificate["admitted"], refusal_of(certificate)
-    assert horizon_of(certificate) == adm.UNBOUNDED
+    assert certificate["step_horizon"] == adm.UNBOUNDED
 
 
 def test_a_malformed_plan_is_refused_not_crashed():

@@ -40,12 +40,12 @@ def file_digest(path: str | Path) -> str:
     return h.hexdigest()
 
 
-SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh")
+SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh", "*.c", "*.h")
 
 
-def code_digest(paths: list[str]) -> str:
-    """Digest of the package sources a stage runs (files, or folders of Python and CUDA sources,
-    relative to the package)."""
+def code_digest(paths) -> str:
+    """Digest of the package sources a stage runs (files, or folders of Python, CUDA and C sources,
+    relative to the package; coppelius.stages.code computes the list)."""
     entries = []
     for rel in sorted(paths):
         base = PACKAGE / rel
@@ -107,7 +107,7 @@ class Store:
         publish_link(self.object_path(digest), dest)
 
 
-def action_key(stage: str, code: list[str], config, inputs: dict[str, str], target: str, tools: dict) -> str:
+def action_key(stage: str, code, config, inputs: dict[str, str], target: str, tools: dict) -> str:
     return canonical.digest({
         "stage": stage, "code": code_digest(code), "config": config,
         "inputs": {name: file_digest(path) for name, path in sorted(inputs.items())},
@@ -115,7 +115,7 @@ def action_key(stage: str, code: list[str], config, inputs: dict[str, str], targ
     })
 
 
-def run_stage(stage: str, *, code: list[str], config, inputs: dict[str, str], target: str,
+def run_stage(stage: str, *, code, config, inputs: dict[str, str], target: str,
               outputs: dict[str, str], build, tools: dict | None = None, store: Store | None = None,
               manifest: str | Path | None = None) -> str:
     """Produce `outputs` (name -> destination path) through the store.

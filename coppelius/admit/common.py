@@ -205,7 +205,7 @@ class Realized:
     def __init__(self, plan: dict, realization: dict):
         self.plan = plan
         self.planes = plan["arena"]["planes"]
-        self.buffers = list(plan["host"]["buffers"])
+        self.buffers = tables.HOST_BUFFERS
         self.launches, self.blob = unpack(realization, "launches", "launches")
         self.relocations, _ = unpack(realization, "relocations", "relocations")
         self.commands, _ = unpack(realization, "commands", "commands")

@@ -6,6 +6,10 @@ Lifetimes say when a plane's bytes matter:
 - transfer: within the load and gather submissions (the checkpoint's staging plane).
 Step and transfer planes never hold live data at the same time, so the two regions are
 overlaid on the same bytes after the persistent region.
+
+A plane's region says what one launch argument may span (admission's device-extents): "plane"
+the whole plane, "layer" one layer's slice of a per-layer activation plane (shape (L, ...)),
+"tensor" one parameter tensor of a flat weight plane (the plan's `tensors`), or the whole plane.
 """
 from dataclasses import dataclass
 
@@ -19,6 +23,7 @@ class Plane:
     shape: tuple[int, ...]
     lifetime: str
     offset: int = 0
+    region: str = "plane"  # what one launch argument may span: the plane, one layer's slice, one tensor
 
     @property
     def count(self) -> int:
@@ -33,7 +38,7 @@ class Plane:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "offset": self.offset, "bytes": self.bytes, "dtype": self.dtype,
-                "shape": list(self.shape), "lifetime": self.lifetime}
+                "shape": list(self.shape), "lifetime": self.lifetime, "region": self.region}
 
 
 def align(n: int, alignment: int) -> int:

@@ -7,9 +7,9 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..formats.step_size import f32_word, nearest_f32
 from ..formats.geometry import geometry
 from ..formats.kernels import KERNELS
+from ..formats.step_size import f32_word, nearest_f32
 
 
 class Piece:

@@ -386,6 +386,76 @@ def m_beta2_word(c):
     return c.reencode()
 
 
+def _adamw(c, tensor):
+    """The update's AdamW launch of a parameter tensor."""
+    offset = next(t["offset"] for t in c.plan["tensors"] if t["name"] == tensor)
+    return next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "adamw" and
+                arg(x, "params")["offset"] == 4 * offset)
+
+
+def m_adamw_missing(c):
+    piece(c.plan, "update")["commands"].remove(_adamw(c, "ln1b"))
+    return c.reencode()
+
+
+def m_adamw_doubled(c):
+    cmds = piece(c.plan, "update")["commands"]
+    launch = _adamw(c, "wpe")
+    cmds.insert(cmds.index(launch) + 1, copy.deepcopy(launch))
+    return c.reencode()
+
+
+def m_adamw_shifted(c):
+    """The ln1b launch moved onto ln1w (the same size): ln1w updated twice, ln1b never."""
+    moved, onto = _adamw(c, "ln1b"), _adamw(c, "ln1w")
+    for name in ("params", "m", "v", "grads", "half"):
+        set_arg(moved, name, copy.deepcopy(arg(onto, name)))
+    return c.reencode()
+
+
+def m_adamw_params_only(c):
+    set_arg(_adamw(c, "ln1b"), "params", copy.deepcopy(arg(_adamw(c, "ln1w"), "params")))
+    return c.reencode()
+
+
+def m_count_into_next_tensor(c):
+    launch = _adamw(c, "wte")
+    set_arg(launch, "N", arg(launch, "N") + 1)
+    return c.reencode()
+
+
+def _layer0(c, kernel, out_plane):
+    return next(x for x in piece(c.plan, "forward")["commands"] if x.get("kernel") == kernel and
+                arg(x, "out")["plane"] == out_plane)
+
+
+def m_count_into_next_layer(c):
+    gelu = _layer0(c, "gelu_forward", "fch_gelu")
+    set_arg(gelu, "N", 2 * arg(gelu, "N"))
+    return c.reencode()
+
+
+def m_rows_into_next_layer(c):
+    qkv = _layer0(c, "matmul_forward", "qkv")
+    set_arg(qkv, "N", 2 * arg(qkv, "N"))
+    return c.reencode()
+
+
+def m_grid_too_small(c):
+    _adamw(c, "wte")["grid"][0] -= 1
+    return c.reencode()
+
+
+def m_grid_too_large(c):
+    _layer0(c, "gelu_forward", "fch_gelu")["grid"][0] += 1
+    return c.reencode()
+
+
+def m_block_too_small(c):
+    _layer0(c, "layernorm_forward", "ln1")["block"] = [128, 1, 1]
+    return c.reencode()
+
+
 def m_lr_midpoint():
     return learner_case(lr=str(M + Fraction(1, 2 ** 70)), beta1="0", beta2="0")
 
@@ -447,6 +517,20 @@ MUTATIONS = [
      ["(adamw): the step_size word is patched at parameter byte 60", "takes step_size at byte 64"]),
     ("plan-eps", "cpu", "learner-step-words", m_plan_eps, ["(adamw): step words", "eps*S"]),
     ("beta2-word", "cpu", "learner-step-words", m_beta2_word, ["(adamw): beta2 word 0x3f700000", "the learner's is 0x3f733333"]),
+    ("adamw-missing", "cpu", "learner-coverage", m_adamw_missing, ["never update params elements", "(tensor ln1b)"]),
+    ("adamw-doubled", "cpu", "learner-coverage", m_adamw_doubled, ["(adamw): updates params elements", "a second time"]),
+    ("adamw-shifted", "cpu", "learner-coverage", m_adamw_shifted, ["(adamw): updates params elements", "a second time"]),
+    ("adamw-params-elsewhere", "cpu", "learner-coverage", m_adamw_params_only, ["start at different elements"]),
+    ("count-into-next-tensor", "cpu", "device-extents", m_count_into_next_tensor,
+     ["(adamw) argument params", "runs from tensor wte", "into wpe of plane params"]),
+    ("count-into-next-layer", "cpu", "device-extents", m_count_into_next_layer,
+     ["(gelu_forward) argument out", "runs from layer 0 into layer 1 of plane fch_gelu"]),
+    ("rows-into-next-layer", "cpu", "device-extents", m_rows_into_next_layer,
+     ["(matmul_forward) argument out", "from layer 0 into layer 1 of plane qkv"]),
+    ("grid-too-small", "cpu", "device-geometry", m_grid_too_small, ["(adamw): grid [63, 1, 1]", "grid [64, 1, 1]"]),
+    ("grid-too-large", "cpu", "device-geometry", m_grid_too_large, ["(gelu_forward): grid", "the kernel covers its work"]),
+    ("block-too-small", "cpu", "device-geometry", m_block_too_small,
+     ["(layernorm_forward): grid", "block [128, 1, 1]", "block [256, 1, 1]"]),
     ("lr-at-midpoint", None, "learner-schedule", m_lr_midpoint,
      ["step 1 of the run: the host computes 0x3f800000, the exact step size is 0x3f800001"]),
     ("lr-second-step", None, "learner-schedule", m_lr_second_step, ["step 2 of the run", "0x3f800001"]),

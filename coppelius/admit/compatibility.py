@@ -155,16 +155,10 @@ def check_memory(plan, realization, realized, profile):
 
 # ---------------------------------------------------------------------------- card-driver
 def toolkit_major(info: dict) -> int | None:
-    """The CUDA major version the kernels were compiled with, if kernel_info records it."""
-    for key in ("nvrtc", "nvrtc_version", "cuda", "toolkit"):
-        value = info.get(key)
-        if isinstance(value, (list, tuple)) and value and isinstance(value[0], int):
-            return value[0]
-        if isinstance(value, str) and value.split(".")[0].isdigit():
-            return int(value.split(".")[0])
-        if isinstance(value, int):
-            return value // 1000 if value >= 1000 else value
-    return None
+    """The CUDA major version NVRTC compiled the kernels with: kernel_info's "nvrtc", "MAJOR.MINOR"
+    (realize/nvrtc.py: gpu_kernel_info); None where it is absent (the cpu image)."""
+    major = str(info.get("nvrtc", "")).split(".")[0]
+    return int(major) if major.isdigit() else None
 
 
 def check_driver(plan, realization, realized, profile):

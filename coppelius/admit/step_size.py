@@ -1,4 +1,4 @@
-"""Learner checks: the AdamW words baked into every launch, and the host's per-step step size.
+"""Step-size checks: the AdamW words baked into every launch, and the host's per-step step size.
 
 The step size at step t is x(t) = lr * sqrt(1 - beta2^t) / (1 - beta1^t). The plan's value is the
 binary32 nearest to x(t) (coppelius.formats.step_size.step_size_exact, rationals only); the host computes it

@@ -4,6 +4,8 @@ import sys
 
 from coppelius.config import resolve, resolved_dict
 from coppelius.errors import CoppeliusError
+from coppelius.realize import ARTIFACTS as REALIZED
+from coppelius.realize.tables import ARTIFACTS as TABLES
 
 try:
     CONFIG = resolve(config)
@@ -15,8 +17,6 @@ TARGET_DIR = f"results/{TARGET}"
 # the package as this Snakemake's own Python runs it, whether or not a venv is activated
 COPPELIUS = f"{sys.executable} -m coppelius"
 ENV = "../envs/coppelius.yaml"
-REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
-TABLES = ["param_addresses", "step_words", "ring_entries"]
 
 
 def out(name):

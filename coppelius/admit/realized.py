@@ -36,7 +36,8 @@ def check_reissues(plan, realization, realized, profile):
             if op == "submit":
                 issued.add(args["ring"])
             elif op == "reissue" and args["ring"] not in issued:
-                raise Refusal(f"{operation} host step {pc}: reissues ring entry {args['ring']} ({names[args['ring']]}), "
+                ring = args["ring"]
+                raise Refusal(f"{operation} host step {pc}: reissues ring entry {ring} ({names[ring]}), "
                               f"which was not issued before")
     r = Realized(plan, realization)
     if len(r.ring) != len(names):
@@ -75,7 +76,8 @@ def run_tables_match(plan: dict, realization: dict) -> int:
         at = next((pc for pc, (a, b) in enumerate(zip(program, plan["program"])) if a != b),
                   min(len(program), len(plan["program"])))
         show = lambda p: p[at] if at < len(p) else "nothing"  # noqa: E731
-        raise Refusal(f"host program step {at}: the program table holds {show(program)}, the plan {show(plan['program'])}")
+        raise Refusal(f"host program step {at}: the program table holds {show(program)}, "
+                      f"the plan {show(plan['program'])}")
     planes, _ = unpack(realization, "planes", "planes")
     want = [(p["offset"], p["bytes"], tables.DTYPES[p["dtype"]][0], tables.LIFETIMES.index(p["lifetime"]))
             for p in plan["arena"]["planes"]]

@@ -42,6 +42,11 @@ class Program:
         self.certificate = json.loads(self.sections["certificate"])
 
 
+def open_device(program: Program):
+    """The device, opened (bench/train_gpu.py uses it; the run itself opens it after its checks)."""
+    return device_factory(program)()
+
+
 def device_factory(program: Program):
     """What makes the device the host ELF was built for (nothing is opened yet), or a one-line
     refusal saying why it is not here."""

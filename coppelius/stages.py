@@ -98,7 +98,8 @@ def compile_kernels(config_path: str, config: Config, out: str) -> str:
     from .realize.nvrtc import compile_cubin
     arch = config.target["arch"]
     return cas.run_stage("compile", code=code("compile"), config={"arch": arch}, inputs={}, target=arch,
-                         tools=tools(config.target), outputs={"cubin": out}, manifest=manifest_path(config_path, "compile"),
+                         tools=tools(config.target), outputs={"cubin": out},
+                         manifest=manifest_path(config_path, "compile"),
                          build=lambda o: publish_bytes(o["cubin"], compile_cubin(arch, cached=False)[0]))
 
 
@@ -116,7 +117,8 @@ def realize(config_path: str, plan_path: str, out_dir: str) -> str:
             publish_bytes(out[name], data)
     return cas.run_stage("realize", code=code("realize"), config={"target": config.target},
                          inputs=inputs, target=config.target["name"], tools=tools(config.target),
-                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "realize"))
+                         outputs=_files(out_dir, ARTIFACTS), build=produce,
+                         manifest=manifest_path(config_path, "realize"))
 
 
 def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
@@ -129,7 +131,8 @@ def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
         for name, data in realized_tables(Path(inputs["launches"]).read_bytes()).items():
             publish_bytes(out[name], data)
     return cas.run_stage("tables", code=code("tables"), config={}, inputs=inputs, target=config.target["name"],
-                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "tables"))
+                         outputs=_files(out_dir, ARTIFACTS), build=produce,
+                         manifest=manifest_path(config_path, "tables"))
 
 
 def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, out: str | None) -> dict:
@@ -154,7 +157,8 @@ def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, o
     finally:
         if certificate:
             for outcome in certificate["checks"]:
-                log.info("%-7s %-26s %s", "passed" if outcome["passed"] else "FAILED", outcome["check"], outcome["detail"])
+                verdict = "passed" if outcome["passed"] else "FAILED"
+                log.info("%-7s %-26s %s", verdict, outcome["check"], outcome["detail"])
     import json
     return json.loads(Path(outputs["certificate"]).read_text())
 

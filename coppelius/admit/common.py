@@ -232,7 +232,8 @@ class Realized:
                           f"range of the {len(self.blob)}-byte parameter blob")
         r0, rn = int(row["reloc_start"]), int(row["reloc_count"])
         if r0 + rn > len(self.relocations):
-            raise Refusal(f"launch {i} ({kernel}): relocations [{r0}, {r0 + rn}) past the table's {len(self.relocations)}")
+            raise Refusal(f"launch {i} ({kernel}): relocations [{r0}, {r0 + rn}) past the table's "
+                          f"{len(self.relocations)}")
         slots = {base + o: (n, kd) for n, kd, o in layout if kd in PTR_KINDS}
         mine = {}
         for j in range(r0, r0 + rn):
@@ -260,7 +261,8 @@ class Realized:
                 plane, offset_in = self.planes[p], int(r["plane_offset"])
                 if value != plane["offset"] + offset_in:
                     raise Refusal(f"launch {i} ({kernel}) argument {name}: pointer holds arena offset {value}, "
-                                  f"its relocation says plane {plane['name']} + {offset_in} = {plane['offset'] + offset_in}")
+                                  f"its relocation says plane {plane['name']} + {offset_in} = "
+                                  f"{plane['offset'] + offset_in}")
                 args.append({"plane": plane["name"], "offset": offset_in})
             elif kind == "f32":
                 args.append(f"0x{self.word('<u4', at):08x}")

@@ -39,7 +39,8 @@ def check_relocations(plan, realization, realized, profile):
     for piece in plan["pieces"]:
         for j, c in enumerate(piece["commands"]):
             for name, mode, ref, nbytes in command_accesses(c):
-                what = f"piece {piece['name']} command {j} ({describe(c)}{'' if c['op'] != 'launch' else ' argument ' + name})"
+                argument = "" if c["op"] != "launch" else f" argument {name}"
+                what = f"piece {piece['name']} command {j} ({describe(c)}{argument})"
                 plane_range(planes, ref, nbytes, what)
     return (f"{len(r.relocations)} relocations in {len(r.launches)} launches and {copies} copies land inside their "
             f"planes, whole extents")
@@ -95,7 +96,8 @@ def check_lifetimes(plan, realization, realized, profile):
                 if lifetime == wrong:
                     raise Refusal(f"piece {piece['name']} ({cls if cls != 'restore' else 'step'} lifetime) command {j} "
                                   f"({describe(c)}) touches {wrong} plane {ref['plane']}, which is not live then")
-    return f"{len(planes)} planes inside the arena; live planes share no byte ({shared} overlays of step and transfer planes)"
+    return (f"{len(planes)} planes inside the arena; live planes share no byte ({shared} overlays of step and "
+            f"transfer planes)")
 
 
 # ---------------------------------------------------------------------------- device-written
@@ -184,7 +186,8 @@ def _piece(plan, arena: _Arena, ring: int, previous, state: dict, numbers, where
                     since = {"persistent": "since the arena was initialised or loaded",
                              "step": f"in this step's lifetime (piece {piece['name']}"
                                      f"{', the restore right after a forward or update' if cls == 'restore' else ''})",
-                             "transfer": "in the load or gather pieces since the last step (a step clobbers the overlay)"}[life]
+                             "transfer": "in the load or gather pieces since the last step "
+                                         "(a step clobbers the overlay)"}[life]
                     raise Refusal(f"{what} in piece {piece['name']} (ring entry {ring}, {where}) reads plane {plane} "
                                   f"bytes [{gap[0]}, {gap[1]}) that nothing wrote {since}")
         for name, mode, ref, nbytes in command_accesses(c):

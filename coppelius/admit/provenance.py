@@ -80,7 +80,8 @@ class _Machine:
         for j, c in enumerate(self.pieces[ring]["commands"]):
             op = c["op"]
             if op == "memset":
-                self.arena.write(self.dev(c["dst"]), self.dev(c["dst"]) + c["bytes"], f"memset by {self.pieces[ring]['name']}")
+                start = self.dev(c["dst"])
+                self.arena.write(start, start + c["bytes"], f"memset by {self.pieces[ring]['name']}")
             elif op == "h2d":
                 self.arena.copy_from(self.host, self.hst(c["src"]), self.dev(c["dst"]), c["bytes"])
             elif op == "d2h":
@@ -145,8 +146,9 @@ def check_moves_checkpoint(plan, realization, realized, profile):
     if reads != tiles:
         at = next((i for i, (r, w) in enumerate(zip(reads, tiles)) if r != w), min(len(reads), len(tiles)))
         got = reads[at] if at < len(reads) else "nothing"
+        chunk = tiles[at] if at < len(tiles) else "past the end"
         raise Refusal(f"load read {at} takes checkpoint bytes {got}; the chunks tile the payload in order, chunk "
-                      f"{at} is {tiles[at] if at < len(tiles) else 'past the end'} ({len(reads)} reads, {len(tiles)} chunks)")
+                      f"{at} is {chunk} ({len(reads)} reads, {len(tiles)} chunks)")
     for name, (base, first) in parts.items():
         wrong = _first_wrong(m.arena, base, base + part, "payload", first)
         if wrong:
@@ -195,10 +197,12 @@ def _publication(plan, window, parts, part, payload, names) -> int:
     for pc, op, args in window[1:]:
         where = f"publication at host step {begin}, step {pc}"
         if op in ("adamw-scalars", "cursor-advance", "cursor-from-checkpoint", "read-at-cursor"):
-            raise Refusal(f"{where}: {op} inside the publication; the header's step and cursor would not match the bytes")
+            raise Refusal(f"{where}: {op} inside the publication; the header's step and cursor would not match "
+                          f"the bytes")
         if op in ("submit", "reissue"):
             if piece_class(names[args["ring"]]) != "transfer":
-                raise Refusal(f"{where}: issues {names[args['ring']]} inside the publication; only gathers belong there")
+                raise Refusal(f"{where}: issues {names[args['ring']]} inside the publication; only gathers belong "
+                              f"there")
             m.issue(args["ring"])
         elif op == "fill":
             a = m.hst({"buffer": args["buffer"], "offset": args["offset"]})

@@ -21,7 +21,8 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     run = plan["run"]
     _, _, chunks = chunk_count(plan)
     publications = run["steps"] // run["interval"]
-    loads = {f"{kind}_{k}": (1, "once per checkpoint chunk") for k in range(chunks) for kind in ("load_stage", "load_scatter")}
+    loads = {f"{kind}_{k}": (1, "once per checkpoint chunk") for k in range(chunks)
+             for kind in ("load_stage", "load_scatter")}
     first = {"initialize": (1, "once")} | loads
     return {
         "train": first | {"forward": (2, "the loss before and after training"), "update": (run["steps"], "steps"),
@@ -45,7 +46,8 @@ def check_issues_run(plan, realization, realized, profile):
             want, why = expected[operation].get(name, (0, "not a piece of this run"))
             have = counts.get(name, 0)
             if have != want:
-                entry = f"ring entry {names.index(name)} ({name})" if name in names else f"piece {name} (not in the ring)"
+                entry = f"ring entry {names.index(name)} ({name})" if name in names else \
+                    f"piece {name} (not in the ring)"
                 raise Refusal(f"{operation} issues {entry} {have} times; the run needs {want} ({why})")
         totals[operation] = sum(counts.values())
     return f"train issues {totals['train']} submissions, predict {totals['predict']}, as the run needs"
@@ -55,7 +57,8 @@ def check_issues_run(plan, realization, realized, profile):
 def _context_takes(piece: dict, n: int) -> str:
     """The host buffer a forward or update piece takes its context from: tokens = the context's
     first n tokens, targets = the n after the first (int32), from one buffer."""
-    takes = {c["dst"]["plane"]: c for c in piece["commands"] if c["op"] == "h2d" and c["dst"]["plane"] in ("tokens", "targets")}
+    takes = {c["dst"]["plane"]: c for c in piece["commands"]
+             if c["op"] == "h2d" and c["dst"]["plane"] in ("tokens", "targets")}
     want = {"tokens": 0, "targets": 4}
     for plane, offset in want.items():
         c = takes.get(plane)
@@ -84,7 +87,8 @@ def check_steps_fresh(plan, realization, realized, profile):
         if name not in index:
             raise Refusal(f"the ring has no {name} piece")
     source = {name: _context_takes(plan["pieces"][index[name]], n) for name in ("forward", "update")}
-    clobbers = {i: {c["dst"]["buffer"] for c in p["commands"] if c["op"] == "d2h"} for i, p in enumerate(plan["pieces"])}
+    clobbers = {i: {c["dst"]["buffer"] for c in p["commands"] if c["op"] == "d2h"}
+                for i, p in enumerate(plan["pieces"])}
 
     for operation in OPERATIONS:
         known, d, t, moves, scalars, done, furthest = operation == "predict", 0, 0, [], 0, 0, 0
@@ -94,7 +98,8 @@ def check_steps_fresh(plan, realization, realized, profile):
             at = f"{operation} host step {pc}"
             if op == "cursor-from-checkpoint":
                 if operation == "predict" or known:
-                    raise Refusal(f"{at}: cursor-from-checkpoint {'in predict' if operation == 'predict' else 'twice'}; "
+                    how = "in predict" if operation == "predict" else "twice"
+                    raise Refusal(f"{at}: cursor-from-checkpoint {how}; "
                                   f"the cursor is set once, from the checkpoint, before training (predict starts at 0)")
                 known, d, t = True, 0, 0
             elif op == "cursor-advance":
@@ -127,9 +132,10 @@ def check_steps_fresh(plan, realization, realized, profile):
                     label = f"{operation} {what} {k} ({at})"
                     need = [] if done == 0 else [n]
                     if moves != need:
-                        raise Refusal(f"{label}: the cursor moved by {moves} since "
-                                      f"{'it was set' if done == 0 else f'{what} {done}'}; each {what} takes the next "
-                                      f"context, {'no move before the first' if done == 0 else f'one move of {n} tokens'}")
+                        since = "it was set" if done == 0 else f"{what} {done}"
+                        rule = "no move before the first" if done == 0 else f"one move of {n} tokens"
+                        raise Refusal(f"{label}: the cursor moved by {moves} since {since}; each {what} takes the "
+                                      f"next context, {rule}")
                     if operation == "train" and scalars != 1:
                         raise Refusal(f"{label}: adamw-scalars ran {scalars} times since the last update; the step "
                                       f"count t must advance exactly once per update")
@@ -138,7 +144,8 @@ def check_steps_fresh(plan, realization, realized, profile):
                         if got is None:
                             why = f"host buffer {source[name]} holds no context read at the cursor"
                         elif got[0] != d:
-                            why = f"its context was read at cursor +{got[0]}, the cursor is at +{d} (read before the move)"
+                            why = (f"its context was read at cursor +{got[0]}, the cursor is at +{d} "
+                                   f"(read before the move)")
                         else:
                             why = f"its context is {got[1]} tokens, one context is {n + 1} (n + 1 for the targets)"
                         raise Refusal(f"{label}: {why}")

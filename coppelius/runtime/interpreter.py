@@ -31,12 +31,14 @@ class Program:
         elf = read_host_elf(path)
         missing = [s for s in SECTIONS if s not in elf.sections]
         if missing:
-            raise CoppeliusError(f"{path}: section .coppelius.{missing[0]} is missing; rebuild the host ELF with `snakemake`")
+            raise CoppeliusError(f"{path}: section .coppelius.{missing[0]} is missing; rebuild the host ELF with "
+                                 f"`snakemake`")
         self.identity, self.sections, self.machine = elf.identity, elf.sections, elf.machine
         try:
             self.plan = json.loads(self.sections["plan"])
         except ValueError as e:
-            raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with `snakemake`")
+            raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with "
+                                 f"`snakemake`")
         self.tables = RunTables(self.sections, str(path))  # refused here, before any input is read
         self.sha256 = elf.sha256
         self.certificate = json.loads(self.sections["certificate"])
@@ -130,8 +132,8 @@ class Run:
     def execute(self) -> dict:
         run, s = self.tables.run, self.program.sections
         self.device.allocate(int(run["arena_bytes"]), int(run["host_bytes"]))
-        self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring"],
-                                 s["step_words"], self.tables.plane_offsets, [b["offset"] for b in self.buffers.values()])
+        self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring"], s["step_words"],
+                                 self.tables.plane_offsets, [b["offset"] for b in self.buffers.values()])
         self.started = time.time()
         self.checkpoint_file = open(self.checkpoint_path, "rb")
         self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None

@@ -2,9 +2,6 @@
 the plan: the ring decodes to the plan's pieces, command for command, and the host program, planes,
 host buffers and run record (what the run executes, docs/formats.md) decode to the plan's.
 """
-from fractions import Fraction
-
-from .. import canonical
 from ..errors import CoppeliusError
 from ..formats import tables
 from ..formats.kernels import KERNELS
@@ -79,31 +76,21 @@ def run_tables_match(plan: dict, realization: dict) -> int:
         raise Refusal(f"host program step {at}: the program table holds {show(program)}, "
                       f"the plan {show(plan['program'])}")
     planes, _ = unpack(realization, "planes", "planes")
-    want = [(p["offset"], p["bytes"], tables.DTYPES[p["dtype"]][0], tables.LIFETIMES.index(p["lifetime"]))
-            for p in plan["arena"]["planes"]]
-    _same("planes", [tuple(int(v) for v in p) for p in planes], want, [p["name"] for p in plan["arena"]["planes"]])
+    _same("planes", [tuple(int(v) for v in p) for p in planes], tables.plane_rows(plan),
+          [p["name"] for p in plan["arena"]["planes"]])
     buffers, _ = unpack(realization, "buffers", "buffers")
     host = plan["host"]["buffers"]
     if sorted(host) != sorted(tables.HOST_BUFFERS):
         raise Refusal(f"the plan's host buffers are {sorted(host)}, not {sorted(tables.HOST_BUFFERS)}")
-    _same("buffers", [tuple(int(v) for v in b) for b in buffers],
-          [(host[n]["offset"], host[n]["bytes"]) for n in tables.HOST_BUFFERS], list(tables.HOST_BUFFERS))
+    _same("buffers", [tuple(int(v) for v in b) for b in buffers], tables.buffer_rows(plan), list(tables.HOST_BUFFERS))
     run, blob = unpack(realization, "run", "run")
-    contract, tokens = plan["contracts"]["checkpoint"], plan["contracts"]["tokens"]
-    model, learner = canonical.encode(contract["model"]), canonical.encode(contract["learner"])
-    expected = {"arena_bytes": plan["arena"]["bytes"], "host_bytes": plan["host"]["bytes"],
-                "payload_bytes": contract["payload_bytes"], "train_tokens": tokens["train_tokens_from_cursor"],
-                "predict_tokens": tokens["predict_tokens"], "tokens_per_step": plan["run"]["tokens_per_step"],
-                "context_tokens": tokens["context_tokens"], "vocab": tokens["vocab"],
-                "model_json_bytes": len(model), "learner_json_bytes": len(learner),
-                **{k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")},
-                **{k: plan["run"][k] for k in ("steps", "interval", "keep", "max_skips", "eval_contexts")}}
+    expected, contract_json = tables.run_record(plan)
     if len(run) != 1:
         raise Refusal(f"the run table has {len(run)} records, not 1")
     for name, value in expected.items():
         if run[0][name] != value:
             raise Refusal(f"the run table's {name} is {run[0][name]}; the plan's is {value}")
-    if blob != model + learner:
+    if blob != contract_json:
         raise Refusal("the run table's model and learner JSON are not the checkpoint contract's")
     return len(program)
 

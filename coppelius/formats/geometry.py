@@ -1,7 +1,8 @@
 """Launch geometry: the grid, block and dynamic shared bytes each catalog kernel expects, from its
 scalar arguments (the same on every arch). The CUDA kernels read their tile shapes back from
 blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda/*.cuh must agree:
-tests/unit/test_geometry_constants.py parses the .cuh files and holds them equal.
+tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
+holds them equal.
 
 The five tensor-core kernels (matmul.cuh, attention.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed); the kernels use no static shared memory.
@@ -14,20 +15,19 @@ backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
 """
 
-THREADS = 256
 # Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
+THREADS = 256           # threads per block of every non-tensor-core kernel (common.cuh: THREADS)
 PACK = 8                # fp16 values per thread in the element-wise kernels (common.cuh: PACK)
 ENCODER_ROWS = 64       # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
 ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
 ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
 LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
 LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
-MATMUL_BK = 32  # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
+MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
-SHARED_LIMIT = 48 * 1024
 
-ATTENTION_THREADS = 128
-ATTENTION_ROWS = 64  # query rows of a forward block / of a backward query block; keys of a backward key block
+ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
+ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
 TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
                "attention_backward")

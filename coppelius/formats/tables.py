@@ -4,8 +4,11 @@ Layout: 8-byte magic, uint32 version, uint32 record count, uint64 blob bytes, th
 (little-endian, packed), then the blob. Each table kind below fixes its magic and record dtype;
 docs/formats.md gives every field, and tests/unit/test_formats.py holds the two equal.
 """
+from fractions import Fraction
+
 import numpy as np
 
+from .. import canonical
 from ..errors import CoppeliusError
 
 VERSION = 1
@@ -45,6 +48,32 @@ DTYPE_BYTES = {name: size for name, (_, size) in DTYPES.items()}
 LIFETIMES = ("persistent", "step", "transfer")  # code = index
 # The pinned host block's buffers, in this order: a buffer's index in commands and the host program.
 HOST_BUFFERS = ("staging", "context", "step_losses", "step_flag", "report_losses", "report_predictions")
+
+
+def plane_rows(plan: dict) -> list[tuple]:
+    """The planes table's records for a plan: (offset, bytes, dtype code, lifetime code)."""
+    return [(p["offset"], p["bytes"], DTYPES[p["dtype"]][0], LIFETIMES.index(p["lifetime"]))
+            for p in plan["arena"]["planes"]]
+
+
+def buffer_rows(plan: dict) -> list[tuple]:
+    """The buffers table's records for a plan: (offset, bytes) in HOST_BUFFERS order."""
+    return [(plan["host"]["buffers"][n]["offset"], plan["host"]["buffers"][n]["bytes"]) for n in HOST_BUFFERS]
+
+
+def run_record(plan: dict) -> tuple[dict, bytes]:
+    """The run table's one record for a plan, by field, and its blob (the checkpoint contract's
+    model and learner, canonical JSON)."""
+    run, tokens, contract = plan["run"], plan["contracts"]["tokens"], plan["contracts"]["checkpoint"]
+    model, learner = canonical.encode(contract["model"]), canonical.encode(contract["learner"])
+    record = {"arena_bytes": plan["arena"]["bytes"], "host_bytes": plan["host"]["bytes"],
+              "payload_bytes": contract["payload_bytes"], "train_tokens": tokens["train_tokens_from_cursor"],
+              "predict_tokens": tokens["predict_tokens"], "tokens_per_step": run["tokens_per_step"],
+              "context_tokens": tokens["context_tokens"], "vocab": tokens["vocab"],
+              "model_json_bytes": len(model), "learner_json_bytes": len(learner),
+              **{k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")},
+              **{k: run[k] for k in ("steps", "interval", "keep", "max_skips", "eval_contexts")}}
+    return record, model + learner
 
 
 def lifetimes_meet(a: str, b: str) -> bool:

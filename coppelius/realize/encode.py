@@ -1,11 +1,8 @@
 """Realization common to every target: the plan's pieces as a launch table (parameter blocks
 and relocations), a command stream and a ring; its host program, planes, host buffers and run
 numbers; all in the binary tables of formats.tables (docs/formats.md)."""
-from fractions import Fraction
-
 import numpy as np
 
-from .. import canonical
 from ..formats import program as host_program, tables
 from ..formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
 from ..formats.step_size import f32_from_word
@@ -54,23 +51,10 @@ def encode_program(plan: dict) -> dict[str, bytes]:
 
 def layout_tables(plan: dict) -> dict[str, bytes]:
     """The planes, the host buffers (in HOST_BUFFERS order) and the run record the host runtime reads."""
-    planes = [(p["offset"], p["bytes"], tables.DTYPES[p["dtype"]][0], tables.LIFETIMES.index(p["lifetime"]))
-              for p in plan["arena"]["planes"]]
-    buffers = [(plan["host"]["buffers"][name]["offset"], plan["host"]["buffers"][name]["bytes"])
-               for name in tables.HOST_BUFFERS]
-    run, tokens, contract = plan["run"], plan["contracts"]["tokens"], plan["contracts"]["checkpoint"]
-    model, learner = canonical.encode(contract["model"]), canonical.encode(contract["learner"])
-    record = {"arena_bytes": plan["arena"]["bytes"], "host_bytes": plan["host"]["bytes"],
-              "payload_bytes": contract["payload_bytes"], "train_tokens": tokens["train_tokens_from_cursor"],
-              "predict_tokens": tokens["predict_tokens"], "tokens_per_step": run["tokens_per_step"],
-              "context_tokens": tokens["context_tokens"], "vocab": tokens["vocab"],
-              "model_json_bytes": len(model), "learner_json_bytes": len(learner),
-              **{k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")},
-              **{k: run[k] for k in ("steps", "interval", "keep", "max_skips", "eval_contexts")}}
-    return {"planes": tables.pack("planes", np.array(planes, tables.PLANE)),
-            "buffers": tables.pack("buffers", np.array(buffers, tables.BUFFER)),
-            "run": tables.pack("run", np.array([tuple(record[f] for f in tables.RUN.names)], tables.RUN),
-                               model + learner)}
+    record, blob = tables.run_record(plan)
+    return {"planes": tables.pack("planes", np.array(tables.plane_rows(plan), tables.PLANE)),
+            "buffers": tables.pack("buffers", np.array(tables.buffer_rows(plan), tables.BUFFER)),
+            "run": tables.pack("run", np.array([tuple(record[f] for f in tables.RUN.names)], tables.RUN), blob)}
 
 
 def _launch(c: dict, planes: dict, blob: bytearray, relocations: list) -> tuple:

@@ -37,12 +37,12 @@ def file_digest(path: str | Path) -> str:
         raise CoppeliusError(f"{path}: cannot read input ({e.strerror}); check the path")
 
 
-SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh")
+SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh", "*.c", "*.h")
 
 
-def code_digest(paths: list[str]) -> str:
-    """Digest of the package sources a stage runs (files, or folders of Python and CUDA sources,
-    relative to the package)."""
+def code_digest(paths) -> str:
+    """Digest of the package sources a stage runs (files, or folders of Python, CUDA and C sources,
+    relative to the package; coppelius.stages.code computes the list)."""
     entries = []
     for rel in sorted(paths):
         base = PACKAGE / rel
@@ -109,7 +109,7 @@ class Store:
             self.object_path(digest).unlink()
 
 
-def action_key(stage: str, code: list[str], config, inputs: dict[str, str], target: str, tools: dict) -> str:
+def action_key(stage: str, code, config, inputs: dict[str, str], target: str, tools: dict) -> str:
     return canonical.digest({
         "stage": stage, "code": code_digest(code), "config": config,
         "inputs": {name: file_digest(path) for name, path in sorted(inputs.items())},
@@ -134,7 +134,7 @@ def _outputs(store: Store, key: str, stage: str, outputs: dict[str, str], build)
     return record["outputs"]
 
 
-def run_stage(stage: str, *, code: list[str], config, inputs: dict[str, str], target: str,
+def run_stage(stage: str, *, code, config, inputs: dict[str, str], target: str,
               outputs: dict[str, str], build, tools: dict | None = None, store: Store | None = None,
               manifest: str | Path | None = None) -> str:
     """Produce `outputs` (name -> destination path) through the store.

@@ -22,7 +22,8 @@ RATIOS = ("lr", "beta1", "beta2", "eps", "weight_decay")
 
 
 @dataclass(frozen=True)
-class Learner:
+class AdamWSettings:
+    """The configuration's `learner` section: AdamW's exact ratios and the fp16 loss scale."""
     lr: Fraction
     beta1: Fraction
     beta2: Fraction
@@ -52,7 +53,7 @@ class Run:
 class Config:
     target: dict
     model: Model
-    learner: Learner
+    learner: AdamWSettings
     run: Run
     seed: int
     corpus: str | None
@@ -161,7 +162,7 @@ def resolve(raw: dict, source: str = "config") -> Config:
     return Config(
         target=target_profile(raw["target"]),
         model=model,
-        learner=Learner(**ratios, loss_scale=scale),
+        learner=AdamWSettings(**ratios, loss_scale=scale),
         run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "max_skips", "eval_contexts")}, staging_bytes=staging),
         seed=raw["seed"],
         corpus=raw.get("corpus"),
@@ -212,7 +213,7 @@ def from_resolved(data: dict) -> Config:
     return Config(
         target=target_profile(data["target"]),
         model=Model(**{k: data["model"][k] for k in DIMENSIONS}),
-        learner=Learner(**{k: Fraction(learner[k]) for k in RATIOS}, loss_scale=learner["loss_scale"]),
+        learner=AdamWSettings(**{k: Fraction(learner[k]) for k in RATIOS}, loss_scale=learner["loss_scale"]),
         run=Run(**data["run"]),
         seed=data["seed"],
         corpus=data["corpus"],

@@ -2,20 +2,28 @@
 and the Snakemake rules call. A stage's key covers its code, the part of the configuration it
 reads, its inputs' digests, the target and tool versions (coppelius.cas)."""
 import logging
+from functools import lru_cache
 from pathlib import Path
 
-from . import canonical, cas
+from . import canonical, cas, sources
 from .config import Config, read_resolved, resolved_dict
 from .formats import certificate
 from .formats.publish import publish_bytes
 
 log = logging.getLogger("coppelius")
-CORE = ["canonical.py", "cas.py", "errors.py", "config.py", "model.py", "formats"]
-CODE = {
-    "prepare": CORE + ["prepare.py"],
-    "init": CORE + ["initialize.py"],
-    "plan": CORE + ["plan", "learner.py"],
-}
+FUNCTIONS = {"prepare": "prepare", "init": "init", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
+             "tables": "tables", "admit": "admit", "elf": "elf"}
+# Files a stage reads as data, beside the code it imports: the CUDA sources NVRTC compiles, the
+# sources the cpu image names by digest (realize.IMAGE_SOURCES), the C host runtime (when present).
+DATA = {"compile": ("kernels/cuda",), "realize": ("kernels/reference.py", "runtime/cpu.py"), "elf": ("host",)}
+
+
+@lru_cache(maxsize=None)
+def code(stage: str) -> tuple[str, ...]:
+    """The package files whose digest keys `stage`: the import closure of its entry (coppelius.sources)
+    and the data files it reads."""
+    data = [rel for rel in DATA.get(stage, ()) if (sources.PACKAGE / rel).exists()]
+    return tuple(sources.stage_files(FUNCTIONS[stage]) + data)
 
 
 def manifest_path(config_path: str, stage: str) -> Path:
@@ -37,7 +45,7 @@ def prepare(config_path: str, train: str, val: str) -> str:
     else:
         source = {"corpus": corpus_digest(config.corpus or default_corpus())}
     return cas.run_stage(
-        "prepare", code=CODE["prepare"], config=source, inputs=inputs, target="any",
+        "prepare", code=code("prepare"), config=source, inputs=inputs, target="any",
         outputs={"train": train, "val": val}, manifest=manifest_path(config_path, "prepare"),
         build=lambda out: build(out["train"], out["val"], corpus=config.corpus, tokens=config.tokens))
 
@@ -47,7 +55,7 @@ def init(config_path: str, out: str) -> str:
     config = read_resolved(config_path)
     subset = {"model": config.model.as_dict(), "learner": config.learner.as_dict(), "seed": config.seed}
     return cas.run_stage(
-        "init", code=CODE["init"], config=subset, inputs={}, target="any", outputs={"checkpoint": out},
+        "init", code=code("init"), config=subset, inputs={}, target="any", outputs={"checkpoint": out},
         manifest=manifest_path(config_path, "init"),
         build=lambda o: write_initial_checkpoint(o["checkpoint"], config.model, config.learner, config.seed))
 
@@ -58,18 +66,10 @@ def plan(config_path: str, out: str) -> str:
     subset = {k: v for k, v in resolved_dict(config).items() if k not in ("corpus", "tokens", "seed", "target")}
     target = {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")}
     return cas.run_stage(
-        "plan", code=CODE["plan"], config=subset | {"target": target}, inputs={}, target=config.target["name"],
+        "plan", code=code("plan"), config=subset | {"target": target}, inputs={}, target=config.target["name"],
         outputs={"plan": out}, manifest=manifest_path(config_path, "plan"),
         build=lambda o: publish_bytes(o["plan"], encode_plan(build_plan(config))))
 
-
-CODE |= {
-    "realize": CORE + ["realize", "plan/kernels.py", "learner.py", "kernels/reference.py", "runtime/cpu.py"],
-    "compile": CORE + ["kernels/cuda", "realize/nvrtc.py"],
-    "tables": CORE + ["realize/tables.py", "plan/kernels.py"],
-    "admit": CORE + ["admit", "plan/kernels.py", "learner.py"],
-    "elf": CORE,
-}
 
 
 def _files(directory: str, names) -> dict[str, str]:
@@ -100,8 +100,9 @@ def compile_kernels(config_path: str, config: Config, out: str) -> str:
     only, so a change to the plan (steps, lr, even the model) compiles nothing."""
     from .realize.nvrtc import compile_cubin
     arch = config.target["arch"]
-    return cas.run_stage("compile", code=CODE["compile"], config={"arch": arch}, inputs={}, target=arch,
-                         tools=tools(config.target), outputs={"cubin": out}, manifest=manifest_path(config_path, "compile"),
+    return cas.run_stage("compile", code=code("compile"), config={"arch": arch}, inputs={}, target=arch,
+                         tools=tools(config.target), outputs={"cubin": out},
+                         manifest=manifest_path(config_path, "compile"),
                          build=lambda o: publish_bytes(o["cubin"], compile_cubin(arch, cached=False)[0]))
 
 
@@ -118,22 +119,24 @@ def realize(config_path: str, plan_path: str, out_dir: str) -> str:
         cubin = Path(inputs["cubin"]).read_bytes() if "cubin" in inputs else None
         for name, data in build(plan_data, config.target, cubin).items():
             publish_bytes(out[name], data)
-    return cas.run_stage("realize", code=CODE["realize"], config={"target": config.target},
+    return cas.run_stage("realize", code=code("realize"), config={"target": config.target},
                          inputs=inputs, target=config.target["name"], tools=tools(config.target),
-                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "realize"))
+                         outputs=_files(out_dir, ARTIFACTS), build=produce,
+                         manifest=manifest_path(config_path, "realize"))
 
 
 def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
     from .realize import ARTIFACTS as REALIZED
     from .realize.tables import ARTIFACTS, realized_tables
     config = read_resolved(config_path)
-    inputs = _files(realize_dir, REALIZED)
+    inputs = {"launches": _files(realize_dir, REALIZED)["launches"]}
 
     def produce(out):
-        for name, data in realized_tables(Path(inputs["launches"]).read_bytes(), Path(inputs["ring"]).read_bytes()).items():
+        for name, data in realized_tables(Path(inputs["launches"]).read_bytes()).items():
             publish_bytes(out[name], data)
-    return cas.run_stage("tables", code=CODE["tables"], config={}, inputs=inputs, target=config.target["name"],
-                         outputs=_files(out_dir, ARTIFACTS), build=produce, manifest=manifest_path(config_path, "tables"))
+    return cas.run_stage("tables", code=code("tables"), config={}, inputs=inputs, target=config.target["name"],
+                         outputs=_files(out_dir, ARTIFACTS), build=produce,
+                         manifest=manifest_path(config_path, "tables"))
 
 
 def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, out: str | None) -> dict:
@@ -153,13 +156,14 @@ def admit(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, o
         publish_bytes(o["certificate"], canonical.encode(certificate) + b"\n")
     outputs = {"certificate": out or str(Path(tables_dir).parent / "certificate.json")}
     try:
-        cas.run_stage("admit", code=CODE["admit"], config={"target": config.target},
+        cas.run_stage("admit", code=code("admit"), config={"target": config.target},
                       inputs={"plan": plan_path, **realization, **realized}, target=config.target["name"],
                       outputs=outputs, build=produce, manifest=manifest_path(config_path, "admit"))
     finally:
         if certificate:
             for outcome in certificate["checks"]:
-                log.info("%-7s %-26s %s", "passed" if outcome["passed"] else "FAILED", outcome["check"], outcome["detail"])
+                verdict = "passed" if outcome["passed"] else "FAILED"
+                log.info("%-7s %-26s %s", verdict, outcome["check"], outcome["detail"])
     import json
     return json.loads(Path(outputs["certificate"]).read_text())
 
@@ -187,7 +191,7 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
                     "certificate_sha256": canonical.sha256(data["certificate"])}
         write_host_elf(o["elf"], machine, identity, data)
-    return cas.run_stage("elf", code=CODE["elf"], config={"machine": machine}, inputs=sections,
+    return cas.run_stage("elf", code=code("elf"), config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,
                          manifest=Path(out).parent / "manifests" / "elf.json")  # beside the ELF it describes
 

@@ -8,30 +8,38 @@ artifacts (name -> bytes), tables the tables stage's (name -> bytes), profile th
 says what each guarantees.
 
   device-relocations      pointers, relocations and copies inside their planes (hazard.py)
+  device-extents          every pointer extent inside its layer slice, tensor or plane (coverage.py)
   device-lifetimes        live planes share no byte; pieces touch their lifetime's planes
   schedule-issues-run     the program issues exactly the run's submissions (schedule.py)
   schedule-steps-fresh    every update takes the next context, once; checkpoints continue it
-  schedule-moves-checkpoint  load and publications move every payload byte once, to the right place
-  schedule-reissues       reissues follow their submission; the ring decodes to the plan's pieces
+  schedule-moves-checkpoint  load and publications move every payload byte once (provenance.py)
+  schedule-reissues       reissues follow their submission; the ring, program, planes, buffers and run
+                          tables decode to the plan (realized.py)
   schedule-request        host buffers disjoint; host accesses inside them, reads after writes
   device-written          no launch or copy reads device bytes unwritten in their lifetime
-  learner-step-words      AdamW launches carry the planned words (learner.py)
+  learner-step-words      AdamW launches carry the planned words (step_size.py)
+  learner-coverage        the update's AdamW launches update params, m, v, weights exactly once (coverage.py)
   learner-schedule        host binary64 step size == exact binary32 up to the certified horizon
   card-arch, card-kernels, card-memory, card-driver   the card supplies what the program needs
                                                       (compatibility.py)
+  device-geometry         every launch's grid and block are the ABI's for its scalars (coverage.py)
 """
 from .. import canonical
 from ..errors import CoppeliusError
 from .common import Refusal
 from .compatibility import check_arch, check_driver, check_kernels, check_memory
+from .coverage import check_extents, check_geometry, check_learner_coverage
 from .hazard import check_lifetimes, check_relocations, check_written
-from .learner import check_learner_schedule, check_step_words
-from .schedule import check_issues_run, check_moves_checkpoint, check_request, check_reissues, check_steps_fresh
+from .provenance import check_moves_checkpoint
+from .realized import check_reissues
+from .schedule import check_issues_run, check_request, check_steps_fresh
+from .step_size import check_learner_schedule, check_step_words
 
-__all__ = ["CHECKS", "Refusal", "admit", "refusal_of", "horizon_of"]
+__all__ = ["CHECKS", "Refusal", "admit", "refusal_of"]
 
 CHECKS = [
     ("device-relocations", check_relocations),
+    ("device-extents", check_extents),
     ("device-lifetimes", check_lifetimes),
     ("schedule-issues-run", check_issues_run),
     ("schedule-steps-fresh", check_steps_fresh),
@@ -40,11 +48,13 @@ CHECKS = [
     ("schedule-request", check_request),
     ("device-written", check_written),
     ("learner-step-words", check_step_words),
+    ("learner-coverage", check_learner_coverage),
     ("learner-schedule", check_learner_schedule),
     ("card-arch", check_arch),
     ("card-kernels", check_kernels),
     ("card-memory", check_memory),
     ("card-driver", check_driver),
+    ("device-geometry", check_geometry),  # after card-kernels, which names a block past CUDA's limits first
 ]
 
 
@@ -82,8 +92,3 @@ def refusal_of(certificate: dict) -> CoppeliusError | None:
         if not outcome["passed"]:
             return CoppeliusError(f"admission: check {outcome['check']} failed: {outcome['detail']}")
     return None
-
-
-def horizon_of(certificate: dict) -> int:
-    """The largest step count the certificate holds the host's step sizes for (0 if none)."""
-    return int(certificate.get("step_horizon", 0))

@@ -6,22 +6,12 @@ import numpy as np
 
 from ..errors import CoppeliusError
 from ..formats import tables
-from ..formats.program import check_program
+from ..formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, access, extents, param_layout
+from ..formats.program import check_program, walk
 from ..model import Model
-from ..plan.kernels import ACCESS, KERNELS, PTR_KINDS, extents, param_layout
 
-KERNEL_NAMES = sorted(KERNELS)
-OP_NAMES = {code: name for name, code in tables.OPS.items()}
-PARTS = ("params", "m", "v")  # the checkpoint payload's parts, in order (formats/checkpoint.py)
-# The arena's contract (DESIGN.md, plan/arena.py), restated here so that admission does not run the
-# planner's own code: element sizes, and which lifetimes are live at the same time.
-DTYPES = {"f16": 2, "f32": 4, "i32": 4, "u8": 1}
-LIFETIMES = ("persistent", "step", "transfer")
-
-
-def lifetimes_meet(a: str, b: str) -> bool:
-    """Persistent planes are live with every plane; step and transfer planes only with their own kind."""
-    return a == "persistent" or b == "persistent" or a == b
+OP_NAMES = tables.OP_NAMES
+OPERATIONS = ("train", "predict")
 
 
 class Refusal(Exception):
@@ -95,6 +85,17 @@ def parameter_count(plan: dict) -> int:
     return Model(**{k: dims[k] for k in ("vocab", "context", "width", "layers", "heads")}).parameter_count
 
 
+def names_of(plan: dict) -> list[str]:
+    """The ring's piece names, refusing a ring that is not the pieces in order or names one twice."""
+    names = plan["ring"]
+    if names != [p["name"] for p in plan["pieces"]]:
+        raise Refusal(f"the ring {names} is not the pieces in order {[p['name'] for p in plan['pieces']]}")
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise Refusal(f"two ring entries are named {dup!r}")
+    return names
+
+
 def planes_by_name(plan: dict) -> dict:
     return {p["name"]: p for p in plan["arena"]["planes"]}
 
@@ -155,10 +156,7 @@ def launch_accesses(kernel: str, args: list) -> list[tuple[str, str, dict, int]]
     for name, kind in params:
         if kind not in PTR_KINDS or named[name] is None:
             continue
-        mode = ACCESS[kernel].get(name, "rw")
-        if kernel == "matmul_backward_weight" and name == "dweight" and scalars.get("accumulate"):
-            mode = "rw"
-        out.append((name, mode, named[name], sizes[name] * np.dtype(PTR_KINDS[kind]).itemsize))
+        out.append((name, access(kernel, name, scalars), named[name], sizes[name] * np.dtype(PTR_KINDS[kind]).itemsize))
     return out
 
 
@@ -207,7 +205,7 @@ class Realized:
     def __init__(self, plan: dict, realization: dict):
         self.plan = plan
         self.planes = plan["arena"]["planes"]
-        self.buffers = list(plan["host"]["buffers"])
+        self.buffers = tables.HOST_BUFFERS
         self.launches, self.blob = unpack(realization, "launches", "launches")
         self.relocations, _ = unpack(realization, "relocations", "relocations")
         self.commands, _ = unpack(realization, "commands", "commands")
@@ -222,8 +220,8 @@ class Realized:
             raise Refusal(f"command names launch {i}; the launch table has {len(self.launches)}")
         row = self.launches[i]
         k = int(row["kernel"])
-        if k >= len(KERNEL_NAMES):
-            raise Refusal(f"launch {i}: kernel index {k} is not in the catalog ({len(KERNEL_NAMES)} kernels)")
+        if k not in KERNEL_NAMES:
+            raise Refusal(f"launch {i}: kernel id {k} is not in the catalog (ids {sorted(KERNEL_NAMES)})")
         kernel = KERNEL_NAMES[k]
         layout, size = param_layout(kernel)
         base, nbytes = int(row["param_offset"]), int(row["param_bytes"])
@@ -234,7 +232,8 @@ class Realized:
                           f"range of the {len(self.blob)}-byte parameter blob")
         r0, rn = int(row["reloc_start"]), int(row["reloc_count"])
         if r0 + rn > len(self.relocations):
-            raise Refusal(f"launch {i} ({kernel}): relocations [{r0}, {r0 + rn}) past the table's {len(self.relocations)}")
+            raise Refusal(f"launch {i} ({kernel}): relocations [{r0}, {r0 + rn}) past the table's "
+                          f"{len(self.relocations)}")
         slots = {base + o: (n, kd) for n, kd, o in layout if kd in PTR_KINDS}
         mine = {}
         for j in range(r0, r0 + rn):
@@ -262,7 +261,8 @@ class Realized:
                 plane, offset_in = self.planes[p], int(r["plane_offset"])
                 if value != plane["offset"] + offset_in:
                     raise Refusal(f"launch {i} ({kernel}) argument {name}: pointer holds arena offset {value}, "
-                                  f"its relocation says plane {plane['name']} + {offset_in} = {plane['offset'] + offset_in}")
+                                  f"its relocation says plane {plane['name']} + {offset_in} = "
+                                  f"{plane['offset'] + offset_in}")
                 args.append({"plane": plane["name"], "offset": offset_in})
             elif kind == "f32":
                 args.append(f"0x{self.word('<u4', at):08x}")
@@ -329,27 +329,12 @@ def trace_limit(plan: dict) -> int:
 
 
 def trace(plan: dict, operation: str) -> list[tuple[int, str, dict]]:
-    """[(pc, op, args)] of every step the interpreter executes for `operation` (train or predict),
-    repeats expanded; `operation` steps are kept as markers. Refuses a program that runs away."""
-    program, limit, out = plan["program"], trace_limit(plan), []
-
-    def block(pc: int, end: int) -> bool:
-        while pc < end:
-            op, args = program[pc]
-            if op == "repeat":
-                body_end = pc + 1 + args["body"]
-                for _ in range(args["count"]):
-                    if block(pc + 1, body_end):
-                        return True
-                pc = body_end
-                continue
-            if op == "end":
-                return True
-            out.append((pc, op, args))
-            if len(out) > limit:
-                raise Refusal(f"the {operation} program runs more than {limit} host steps (at step {pc}, {op}); "
-                              f"a repeat count is far larger than the run")
-            pc = args["predict"] if op == "operation" and operation == "predict" else pc + 1
-        return False
-    block(0, len(program))
+    """[(pc, op, args)] of every step the runtime executes for `operation` (train or predict), by the
+    one walker (formats/program.py: walk); refuses a program that runs away."""
+    limit, out = trace_limit(plan), []
+    for pc, op, args in walk(plan["program"], operation):
+        out.append((pc, op, args))
+        if len(out) > limit:
+            raise Refusal(f"the {operation} program runs more than {limit} host steps (at step {pc}, {op}); "
+                          f"a repeat count is far larger than the run")
     return out

@@ -10,7 +10,7 @@ import json
 
 from ..errors import CoppeliusError
 from ..formats.cubin import read_cubin
-from ..plan.kernels import param_layout
+from ..formats.kernels import param_layout
 from .common import KERNEL_NAMES, Realized, Refusal
 
 BLOCK_MAX = (1024, 1024, 64)              # CUDA's block dimension limits (every sm_xx)
@@ -79,16 +79,17 @@ def check_kernels(plan, realization, realized, profile):
     info, r = kernel_info(realization)["kernels"], Realized(plan, realization)
     gpu = _gpu(profile)
     cubin = cubin_facts(realization.get("image", b""))
-    used = sorted({KERNEL_NAMES[int(l["kernel"])] for l in r.launches if int(l["kernel"]) < len(KERNEL_NAMES)})
+    used = sorted({KERNEL_NAMES[int(l["kernel"])] for l in r.launches if int(l["kernel"]) in KERNEL_NAMES})
     for kernel in used:
         k = info.get(kernel)
         if not isinstance(k, dict) or any(not isinstance(k.get(f), int) or k.get(f) < 0
                                           for f in ("registers", "shared_bytes", "max_threads", "param_bytes")):
-            raise Refusal(f"kernel {kernel}: kernel_info gives no registers/shared_bytes/max_threads/param_bytes ({k!r})")
+            raise Refusal(f"kernel {kernel}: kernel_info gives no registers/shared_bytes/max_threads/param_bytes "
+                          f"({k!r})")
         size = param_layout(kernel)[1]
         if k["param_bytes"] != size or size > PARAM_LIMIT:
-            raise Refusal(f"kernel {kernel}: the realized kernel takes {k['param_bytes']} parameter bytes; the catalog's "
-                          f"ABI is {size} (at most {PARAM_LIMIT})")
+            raise Refusal(f"kernel {kernel}: the realized kernel takes {k['param_bytes']} parameter bytes; "
+                          f"the catalog's ABI is {size} (at most {PARAM_LIMIT})")
         if cubin is not None:
             found = cubin[1].get(kernel)
             if found is None:
@@ -112,10 +113,12 @@ def check_kernels(plan, realization, realized, profile):
                           f"grid <= {list(GRID_MAX)}, every dimension >= 1)")
         threads = block[0] * block[1] * block[2]
         if threads > profile["threads_per_block"]:
-            raise Refusal(f"{where}: {threads} threads per block; {profile['card']} takes {profile['threads_per_block']}")
+            raise Refusal(f"{where}: {threads} threads per block; {profile['card']} takes "
+                          f"{profile['threads_per_block']}")
         if k["max_threads"] and threads > k["max_threads"]:
             raise Refusal(f"{where}: {threads} threads per block; the compiled kernel takes at most {k['max_threads']}")
-        units = -(-k["registers"] // REGISTER_UNIT) * REGISTER_UNIT * -(-threads // WARP) * WARP if k["registers"] else 0
+        per_thread = -(-k["registers"] // REGISTER_UNIT) * REGISTER_UNIT
+        units = per_thread * -(-threads // WARP) * WARP if k["registers"] else 0
         if units > profile["registers_per_block"]:
             raise Refusal(f"{where}: {k['registers']} registers x {threads} threads = {units} registers per block "
                           f"(allocated per warp in units of {REGISTER_UNIT}); {profile['card']} has "
@@ -146,7 +149,8 @@ def check_memory(plan, realization, realized, profile):
                       f"{profile['memory_kinds']}")
     alignment = profile["alignment"]
     if plan["arena"]["alignment"] != alignment:
-        raise Refusal(f"the plan aligns planes to {plan['arena']['alignment']} bytes; {profile['card']} needs {alignment}")
+        raise Refusal(f"the plan aligns planes to {plan['arena']['alignment']} bytes; {profile['card']} needs "
+                      f"{alignment}")
     for p in plan["arena"]["planes"]:
         if p["offset"] % alignment:
             raise Refusal(f"plane {p['name']} at offset {p['offset']} is not {alignment}-byte aligned")
@@ -155,16 +159,10 @@ def check_memory(plan, realization, realized, profile):
 
 # ---------------------------------------------------------------------------- card-driver
 def toolkit_major(info: dict) -> int | None:
-    """The CUDA major version the kernels were compiled with, if kernel_info records it."""
-    for key in ("nvrtc", "nvrtc_version", "cuda", "toolkit"):
-        value = info.get(key)
-        if isinstance(value, (list, tuple)) and value and isinstance(value[0], int):
-            return value[0]
-        if isinstance(value, str) and value.split(".")[0].isdigit():
-            return int(value.split(".")[0])
-        if isinstance(value, int):
-            return value // 1000 if value >= 1000 else value
-    return None
+    """The CUDA major version NVRTC compiled the kernels with: kernel_info's "nvrtc", "MAJOR.MINOR"
+    (realize/nvrtc.py: gpu_kernel_info); None where it is absent (the cpu image)."""
+    major = str(info.get("nvrtc", "")).split(".")[0]
+    return int(major) if major.isdigit() else None
 
 
 def check_driver(plan, realization, realized, profile):

@@ -3,9 +3,9 @@ never share a byte, and nothing reads device bytes that nothing wrote within the
 """
 import numpy as np
 
-from .common import DTYPES, LIFETIMES, lifetimes_meet
+from ..formats.tables import DTYPE_BYTES as DTYPES, LIFETIMES, lifetimes_meet
 from .common import (Realized, Refusal, command_accesses, describe, iv_add, iv_gap, iv_remove, launch_accesses,
-                     launch_numbers, piece_class, plane_range, planes_by_name, trace, unpack)
+                     launch_numbers, piece_class, plane_range, planes_by_name, trace)
 
 
 # ---------------------------------------------------------------------------- device-relocations
@@ -28,13 +28,6 @@ def check_relocations(plan, realization, realized, profile):
         j = int(np.flatnonzero(owner < 0)[0])
         raise Refusal(f"relocation {j} (parameter byte {int(r.relocations[j]['param_offset'])}) belongs to no launch; "
                       f"the run would patch it all the same")
-    addresses, _ = unpack(realized, "param_addresses", "param_addresses")
-    if len(addresses) != len(r.launches):
-        raise Refusal(f"the param_addresses table has {len(addresses)} rows for {len(r.launches)} launches")
-    for i, (a, l) in enumerate(zip(addresses, r.launches)):
-        if (int(a["launch"]), int(a["offset"]), int(a["bytes"])) != (i, int(l["param_offset"]), int(l["param_bytes"])):
-            raise Refusal(f"launch {i}: param_addresses says block {int(a['launch'])} at {int(a['offset'])} "
-                          f"({int(a['bytes'])} bytes); the launch table says {int(l['param_offset'])} ({int(l['param_bytes'])})")
     copies = 0
     for j in range(len(r.commands)):
         if int(r.commands[j]["op"]) == 0:
@@ -46,7 +39,8 @@ def check_relocations(plan, realization, realized, profile):
     for piece in plan["pieces"]:
         for j, c in enumerate(piece["commands"]):
             for name, mode, ref, nbytes in command_accesses(c):
-                what = f"piece {piece['name']} command {j} ({describe(c)}{'' if c['op'] != 'launch' else ' argument ' + name})"
+                argument = "" if c["op"] != "launch" else f" argument {name}"
+                what = f"piece {piece['name']} command {j} ({describe(c)}{argument})"
                 plane_range(planes, ref, nbytes, what)
     return (f"{len(r.relocations)} relocations in {len(r.launches)} launches and {copies} copies land inside their "
             f"planes, whole extents")
@@ -102,7 +96,8 @@ def check_lifetimes(plan, realization, realized, profile):
                 if lifetime == wrong:
                     raise Refusal(f"piece {piece['name']} ({cls if cls != 'restore' else 'step'} lifetime) command {j} "
                                   f"({describe(c)}) touches {wrong} plane {ref['plane']}, which is not live then")
-    return f"{len(planes)} planes inside the arena; live planes share no byte ({shared} overlays of step and transfer planes)"
+    return (f"{len(planes)} planes inside the arena; live planes share no byte ({shared} overlays of step and "
+            f"transfer planes)")
 
 
 # ---------------------------------------------------------------------------- device-written
@@ -191,7 +186,8 @@ def _piece(plan, arena: _Arena, ring: int, previous, state: dict, numbers, where
                     since = {"persistent": "since the arena was initialised or loaded",
                              "step": f"in this step's lifetime (piece {piece['name']}"
                                      f"{', the restore right after a forward or update' if cls == 'restore' else ''})",
-                             "transfer": "in the load or gather pieces since the last step (a step clobbers the overlay)"}[life]
+                             "transfer": "in the load or gather pieces since the last step "
+                                         "(a step clobbers the overlay)"}[life]
                     raise Refusal(f"{what} in piece {piece['name']} (ring entry {ring}, {where}) reads plane {plane} "
                                   f"bytes [{gap[0]}, {gap[1]}) that nothing wrote {since}")
         for name, mode, ref, nbytes in command_accesses(c):

@@ -1,4 +1,9 @@
-"""The host program's vocabulary and encoding: a JSON list of steps, each [op, {arguments}].
+"""The host program: its vocabulary, its binary encoding, and the one walker that runs it.
+
+A plan writes the program nested (`repeat(count, body)` holds its body) and `flatten` lays it out
+in pre-order, each repeat counting the steps of its body, so nobody counts them by hand. The flat
+form, a JSON list of [op, {arguments}], is the plan's `program`; `encode` writes it as the binary
+table `program` that the run reads, and `decode` reads it back (docs/formats.md, host program).
 
   submit {ring}            issue a ring entry's submission
   reissue {ring}           issue again a submission already issued (same ring entry)
@@ -16,7 +21,10 @@
   operation {predict}                       train goes on; predict jumps to step `predict`
   end {}
 """
+import numpy as np
+
 from ..errors import CoppeliusError
+from . import tables
 
 VOCABULARY: dict[str, dict[str, type | tuple]] = {
     "submit": {"ring": int}, "reissue": {"ring": int}, "repeat": {"count": int, "body": int},
@@ -27,8 +35,107 @@ VOCABULARY: dict[str, dict[str, type | tuple]] = {
     "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str},
     "write-status": {}, "write-timestamps": {}, "operation": {"predict": int}, "end": {},
 }
+# The binary op codes, written out: a code never changes; a new op takes the next free one.
+CODES = {"submit": 1, "reissue": 2, "repeat": 3, "read": 4, "read-at-cursor": 5, "cursor-from-checkpoint": 6,
+         "cursor-advance": 7, "adamw-scalars": 8, "write": 9, "fill": 10, "checkpoint-begin": 11,
+         "checkpoint-publish": 12, "record-stat": 13, "write-status": 14, "write-timestamps": 15, "operation": 16,
+         "end": 17}
 FILES = ("checkpoint", "predictions")
 STATS = ("initial", "step", "final", "predict")
+APPEND = (1 << 64) - 1  # a write's offset field for "append" (null in the plan)
+# Which argument goes to which field of a HOST_STEP record (the rest are 0).
+FIELDS = {"ring": "ring", "count": "count", "tokens": "count", "offset": "offset", "bytes": "bytes", "value": "value"}
+
+
+def repeat(count: int, body: list) -> list:
+    """A repeat step holding its body (nested); `flatten` turns it into the counted form."""
+    return ["repeat", {"count": count, "body": list(body)}]
+
+
+def flatten(steps: list) -> list:
+    """The nested steps in pre-order, each repeat's body replaced by the number of steps it spans."""
+    flat = []
+    for op, args in steps:
+        if op == "repeat" and isinstance(args["body"], list):
+            body = flatten(args["body"])
+            flat.append(["repeat", {"count": args["count"], "body": len(body)}])
+            flat += body
+        else:
+            flat.append([op, dict(args)])
+    return flat
+
+
+def walk(program: list, operation: str):
+    """Yield (pc, op, args) for every step a run of `operation` (train or predict) executes, repeats
+    expanded, up to the first `end`; `operation` steps are yielded too, as markers. The one walker:
+    the runtime runs what it yields and admission traces it (docs/formats.md, the walker)."""
+    def block(pc: int, end: int):
+        while pc < end:
+            op, args = program[pc]
+            if op == "repeat":
+                for _ in range(args["count"]):
+                    if (yield from block(pc + 1, pc + 1 + args["body"])):
+                        return True
+                pc += 1 + args["body"]
+                continue
+            if op == "end":
+                return True
+            yield pc, op, args
+            pc = args["predict"] if op == "operation" and operation == "predict" else pc + 1
+        return False
+    yield from block(0, len(program))
+
+
+def encode(program: list) -> bytes:
+    """The flat program as the binary table `program` (buffers by their index in HOST_BUFFERS)."""
+    records = np.zeros(len(program), tables.HOST_STEP)
+    for pc, (op, args) in enumerate(program):
+        r = records[pc]
+        r["op"] = CODES[op]
+        for name, value in args.items():
+            if name == "buffer":
+                r["buffer"] = tables.HOST_BUFFERS.index(value)
+            elif name == "file":
+                r["file"] = FILES.index(value)
+            elif name == "kind":
+                r["value"] = STATS.index(value)
+            elif op == "repeat" and name == "body":
+                r["body"] = value
+            elif name == "predict":
+                r["body"] = value - pc - 1
+            else:
+                r[FIELDS[name]] = APPEND if value is None else value
+    return tables.pack("program", records)
+
+
+def decode(data: bytes, where: str) -> list:
+    """The binary table `program` back in the plan's flat form; refuses codes it does not know."""
+    records, _ = tables.unpack("program", data, where)
+    names = {code: op for op, code in CODES.items()}
+    program = []
+    for pc, r in enumerate(records):
+        op = names.get(int(r["op"]))
+        if op is None:
+            raise CoppeliusError(f"{where}: host program step {pc} has op code {int(r['op'])}, not one of "
+                                 f"1..{len(names)}; rebuild it with `snakemake`")
+        args = {}
+        for name in VOCABULARY[op]:
+            if name == "buffer":
+                index = int(r["buffer"])
+                args[name] = tables.HOST_BUFFERS[index] if index < len(tables.HOST_BUFFERS) else f"#{index}"
+            elif name == "file":
+                args[name] = FILES[int(r["file"])] if int(r["file"]) < len(FILES) else f"#{int(r['file'])}"
+            elif name == "kind":
+                args[name] = STATS[int(r["value"])] if int(r["value"]) < len(STATS) else f"#{int(r['value'])}"
+            elif op == "repeat" and name == "body":
+                args[name] = int(r["body"])
+            elif name == "predict":
+                args[name] = pc + 1 + int(r["body"])
+            else:
+                value = int(r[FIELDS[name]])
+                args[name] = None if op == "write" and name == "offset" and value == APPEND else value
+        program.append([op, args])
+    return program
 
 
 def check_program(program, ring_count: int, buffers: dict, where: str) -> None:
@@ -54,7 +161,7 @@ def check_program(program, ring_count: int, buffers: dict, where: str) -> None:
             bad(index, f"({op}) ring", args["ring"])
         if op == "repeat" and index + args["body"] >= len(program):
             bad(index, "(repeat) body", args["body"])
-        if op == "operation" and args["predict"] >= len(program):
+        if op == "operation" and not index < args["predict"] < len(program):
             bad(index, "(operation) predict", args["predict"])
         if "buffer" in args and args["buffer"] not in buffers:
             bad(index, f"({op}) buffer", args["buffer"])

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import CoppeliusError
+from . import faults
 from .publish import Publication
 
 FORMAT, VERSION = "coppelius-result", 1
@@ -15,7 +16,6 @@ REQUIRED = {"operation": str, "status": str, "steps": list, "predict": list, "sk
 
 
 def write(path: str | Path, record: dict) -> None:
-    from ..runtime import faults
     with Publication(path) as out:
         out.file.write(json.dumps(record, indent=1, sort_keys=True).encode() + b"\n")
         out.file.flush()

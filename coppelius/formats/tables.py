@@ -1,10 +1,14 @@
 """Binary tables shared by build and run: a fixed header, records of one numpy dtype, a blob.
 
 Layout: 8-byte magic, uint32 version, uint32 record count, uint64 blob bytes, then the records
-(little-endian, packed), then the blob. Each table kind below fixes its magic and record dtype.
+(little-endian, packed), then the blob. Each table kind below fixes its magic and record dtype;
+docs/formats.md gives every field, and tests/unit/test_formats.py holds the two equal.
 """
+from fractions import Fraction
+
 import numpy as np
 
+from .. import canonical
 from ..errors import CoppeliusError
 
 VERSION = 1
@@ -17,16 +21,65 @@ RELOCATION = np.dtype([("param_offset", "<u4"), ("plane", "<u4"), ("plane_offset
 COMMAND = np.dtype([("op", "<u4"), ("a", "<u4"), ("src", "<u4"), ("dst", "<u4"),
                     ("src_offset", "<u8"), ("dst_offset", "<u8"), ("bytes", "<u8"), ("value", "<u4"), ("pad", "<u4")])
 RING = np.dtype([("piece", "<u4"), ("offset", "<u4"), ("length", "<u4")])
-PARAM_ADDRESS = np.dtype([("launch", "<u4"), ("offset", "<u4"), ("bytes", "<u4")])
 STEP_WORD = np.dtype([("launch", "<u4"), ("step_size_offset", "<u4"), ("eps_offset", "<u4"),
                       ("step_size", "<u4"), ("eps", "<u4")])
+# The host program, flattened in pre-order (formats/program.py).
+HOST_STEP = np.dtype([("op", "<u4"), ("ring", "<u4"), ("buffer", "<u4"), ("file", "<u4"), ("count", "<u8"),
+                      ("offset", "<u8"), ("bytes", "<u8"), ("value", "<u4"), ("body", "<u4")])
+PLANE = np.dtype([("offset", "<u8"), ("bytes", "<u8"), ("dtype", "<u4"), ("lifetime", "<u4")])
+BUFFER = np.dtype([("offset", "<u8"), ("bytes", "<u8")])
+# One record; the blob is the canonical JSON of the checkpoint contract's model, then its learner.
+RUN = np.dtype([("arena_bytes", "<u8"), ("host_bytes", "<u8"), ("payload_bytes", "<u8"), ("train_tokens", "<u8"),
+                ("predict_tokens", "<u8"), ("lr", "<f8"), ("beta1", "<f8"), ("beta2", "<f8"),
+                ("tokens_per_step", "<u4"), ("steps", "<u4"), ("interval", "<u4"), ("keep", "<u4"),
+                ("max_skips", "<u4"), ("eval_contexts", "<u4"), ("vocab", "<u4"), ("context_tokens", "<u4"),
+                ("model_json_bytes", "<u4"), ("learner_json_bytes", "<u4")])
 
 KINDS = {
     "launches": (b"COPLNCH\0", LAUNCH), "relocations": (b"COPRELO\0", RELOCATION),
-    "commands": (b"COPCMDS\0", COMMAND), "ring": (b"COPRING\0", RING),
-    "param_addresses": (b"COPPADR\0", PARAM_ADDRESS), "step_words": (b"COPSTEP\0", STEP_WORD),
+    "commands": (b"COPCMDS\0", COMMAND), "ring": (b"COPRING\0", RING), "step_words": (b"COPSTEP\0", STEP_WORD),
+    "program": (b"COPHPRG\0", HOST_STEP), "planes": (b"COPPLAN\0", PLANE), "buffers": (b"COPBUFS\0", BUFFER),
+    "run": (b"COPRUN\0\0", RUN),
 }
 OPS = {"launch": 0, "memset": 1, "h2d": 2, "d2h": 3, "d2d": 4}
+OP_NAMES = {code: name for name, code in OPS.items()}
+DTYPES = {"u8": (0, 1), "f16": (1, 2), "f32": (2, 4), "i32": (3, 4)}  # name: (code, bytes)
+DTYPE_BYTES = {name: size for name, (_, size) in DTYPES.items()}
+LIFETIMES = ("persistent", "step", "transfer")  # code = index
+# The pinned host block's buffers, in this order: a buffer's index in commands and the host program.
+HOST_BUFFERS = ("staging", "context", "step_losses", "step_flag", "report_losses", "report_predictions")
+
+
+def plane_rows(plan: dict) -> list[tuple]:
+    """The planes table's records for a plan: (offset, bytes, dtype code, lifetime code)."""
+    return [(p["offset"], p["bytes"], DTYPES[p["dtype"]][0], LIFETIMES.index(p["lifetime"]))
+            for p in plan["arena"]["planes"]]
+
+
+def buffer_rows(plan: dict) -> list[tuple]:
+    """The buffers table's records for a plan: (offset, bytes) in HOST_BUFFERS order."""
+    return [(plan["host"]["buffers"][n]["offset"], plan["host"]["buffers"][n]["bytes"]) for n in HOST_BUFFERS]
+
+
+def run_record(plan: dict) -> tuple[dict, bytes]:
+    """The run table's one record for a plan, by field, and its blob (the checkpoint contract's
+    model and learner, canonical JSON)."""
+    run, tokens, contract = plan["run"], plan["contracts"]["tokens"], plan["contracts"]["checkpoint"]
+    model, learner = canonical.encode(contract["model"]), canonical.encode(contract["learner"])
+    record = {"arena_bytes": plan["arena"]["bytes"], "host_bytes": plan["host"]["bytes"],
+              "payload_bytes": contract["payload_bytes"], "train_tokens": tokens["train_tokens_from_cursor"],
+              "predict_tokens": tokens["predict_tokens"], "tokens_per_step": run["tokens_per_step"],
+              "context_tokens": tokens["context_tokens"], "vocab": tokens["vocab"],
+              "model_json_bytes": len(model), "learner_json_bytes": len(learner),
+              **{k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")},
+              **{k: run[k] for k in ("steps", "interval", "keep", "max_skips", "eval_contexts")}}
+    return record, model + learner
+
+
+def lifetimes_meet(a: str, b: str) -> bool:
+    """Persistent planes are live with every plane; step and transfer planes only with their own kind,
+    so the arena overlays the two (plan/arena.py)."""
+    return a == "persistent" or b == "persistent" or a == b
 
 
 def pack(kind: str, records: np.ndarray, blob: bytes = b"") -> bytes:

@@ -31,7 +31,8 @@ import numpy as np
 
 def encoder_forward(tokens, wte, wpe):
     T = tokens.shape[1]
-    assert T <= wpe.shape[0], "sequence longer than the position table"
+    if T > wpe.shape[0]:
+        raise ValueError(f"a sequence of {T} tokens is longer than the {wpe.shape[0]}-row position table")
     return wte[tokens] + wpe[:T]
 
 

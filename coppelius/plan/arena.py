@@ -6,11 +6,14 @@ Lifetimes say when a plane's bytes matter:
 - transfer: within the load and gather submissions (the checkpoint's staging plane).
 Step and transfer planes never hold live data at the same time, so the two regions are
 overlaid on the same bytes after the persistent region.
+
+A plane's region says what one launch argument may span (admission's device-extents): "plane"
+the whole plane, "layer" one layer's slice of a per-layer activation plane (shape (L, ...)),
+"tensor" one parameter tensor of a flat weight plane (the plan's `tensors`), or the whole plane.
 """
 from dataclasses import dataclass
 
-DTYPES = {"f16": 2, "f32": 4, "i32": 4, "u8": 1}
-LIFETIMES = ("persistent", "step", "transfer")
+from ..formats.tables import DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,7 @@ class Plane:
     shape: tuple[int, ...]
     lifetime: str
     offset: int = 0
+    region: str = "plane"  # what one launch argument may span: the plane, one layer's slice, one tensor
 
     @property
     def count(self) -> int:
@@ -30,11 +34,11 @@ class Plane:
 
     @property
     def bytes(self) -> int:
-        return self.count * DTYPES[self.dtype]
+        return self.count * DTYPE_BYTES[self.dtype]
 
     def as_dict(self) -> dict:
         return {"name": self.name, "offset": self.offset, "bytes": self.bytes, "dtype": self.dtype,
-                "shape": list(self.shape), "lifetime": self.lifetime}
+                "shape": list(self.shape), "lifetime": self.lifetime, "region": self.region}
 
 
 def align(n: int, alignment: int) -> int:
@@ -59,10 +63,6 @@ def lay_out(planes: list[Plane], alignment: int) -> tuple[list[Plane], int]:
     order = {p.name: i for i, p in enumerate(planes)}
     placed.sort(key=lambda p: order[p.name])
     return placed, end
-
-
-def lifetimes_meet(a: str, b: str) -> bool:
-    return a == "persistent" or b == "persistent" or a == b
 
 
 def show(planes: list[dict], total: int) -> str:

@@ -9,10 +9,10 @@ the target enters only through its alignment and arch.
 from .. import canonical
 from ..config import Config
 from ..formats import checkpoint
-from ..learner import f32_word, step_size_exact
+from ..formats.kernels import KERNELS
+from ..formats.step_size import f32_word, step_size_exact
 from .arena import Plane, align, lay_out
 from .graph import Piece, Step
-from .kernels import KERNELS
 from .program import host_program
 
 FORMAT = "coppelius-plan"
@@ -33,20 +33,22 @@ def parameter_tensors(model) -> dict:
 def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
     B, T, C, L, NH, Vp, P = batch, model.context, model.width, model.layers, model.heads, model.vocab_padded, model.parameter_count
     step = lambda name, dtype, *shape: Plane(name, dtype, shape, "step")  # noqa: E731
+    layer = lambda name, dtype, *shape: Plane(name, dtype, (L, *shape), "step", region="layer")  # noqa: E731
+    weight = lambda name, dtype, lifetime: Plane(name, dtype, (P,), lifetime, region="tensor")  # noqa: E731
     return [
-        Plane("params", "f32", (P,), "persistent"), Plane("m", "f32", (P,), "persistent"),
-        Plane("v", "f32", (P,), "persistent"), Plane("weights", "f16", (P,), "persistent"),
+        weight("params", "f32", "persistent"), weight("m", "f32", "persistent"),
+        weight("v", "f32", "persistent"), weight("weights", "f16", "persistent"),
         step("tokens", "i32", B, T), step("targets", "i32", B, T),
         step("encoded", "f16", B, T, C),
-        step("ln1", "f16", L, B, T, C), step("ln1_mean", "f32", L, B, T), step("ln1_rstd", "f32", L, B, T),
-        step("qkv", "f16", L, B, T, 3 * C), step("atty", "f16", L, B, T, C), step("att_lse", "f32", L, B, NH, T),
-        step("attproj", "f16", L, B, T, C), step("residual2", "f16", L, B, T, C),
-        step("ln2", "f16", L, B, T, C), step("ln2_mean", "f32", L, B, T), step("ln2_rstd", "f32", L, B, T),
-        step("fch", "f16", L, B, T, 4 * C), step("fch_gelu", "f16", L, B, T, 4 * C),
-        step("fcproj", "f16", L, B, T, C), step("residual3", "f16", L, B, T, C),
+        layer("ln1", "f16", B, T, C), layer("ln1_mean", "f32", B, T), layer("ln1_rstd", "f32", B, T),
+        layer("qkv", "f16", B, T, 3 * C), layer("atty", "f16", B, T, C), layer("att_lse", "f32", B, NH, T),
+        layer("attproj", "f16", B, T, C), layer("residual2", "f16", B, T, C),
+        layer("ln2", "f16", B, T, C), layer("ln2_mean", "f32", B, T), layer("ln2_rstd", "f32", B, T),
+        layer("fch", "f16", B, T, 4 * C), layer("fch_gelu", "f16", B, T, 4 * C),
+        layer("fcproj", "f16", B, T, C), layer("residual3", "f16", B, T, C),
         step("lnf", "f16", B, T, C), step("lnf_mean", "f32", B, T), step("lnf_rstd", "f32", B, T),
         step("logits", "f16", B, T, Vp), step("losses", "f32", B, T), step("predictions", "i32", B, T),
-        step("grads", "f16", P), step("flag", "i32", 1),
+        weight("grads", "f16", "step"), step("flag", "i32", 1),
         step("dlogits", "f16", B, T, Vp), step("dresidual", "f16", B, T, C), step("dbtc", "f16", B, T, C),
         step("dbt3c", "f16", B, T, 3 * C), step("dbt4c", "f16", B, T, 4 * C), step("dbt4c_gelu", "f16", B, T, 4 * C),
         Plane("staging", "u8", (staging_bytes,), "transfer"),

@@ -7,8 +7,9 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..learner import f32_word, nearest_f32
-from .kernels import KERNELS, geometry
+from ..formats.geometry import geometry
+from ..formats.kernels import KERNELS
+from ..formats.step_size import f32_word, nearest_f32
 
 
 class Piece:
@@ -19,7 +20,8 @@ class Piece:
 
     def launch(self, kernel: str, **args):
         names = [n for n, _ in KERNELS[kernel]]
-        assert set(args) == set(names), (kernel, set(names) ^ set(args))
+        if set(args) != set(names):  # the planner's own mistake: the catalog is the ABI
+            raise ValueError(f"{kernel}: arguments {sorted(set(names) ^ set(args))} differ from the catalog's")
         scalars = {n: v for n, v in args.items() if isinstance(v, int)}
         grid, block, shared = geometry(kernel, scalars)
         self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": shared,

@@ -1,55 +1,46 @@
-"""The host program of a plan: the whole run, as steps of the vocabulary in formats/program.py."""
+"""The host program of a plan: the whole run, as steps of the vocabulary in formats/program.py.
+
+Written nested (each repeat holds its body) and flattened once at the end; `operation` jumps a
+predict run to the predict part, whose index is known only once everything before it is laid out.
+"""
+from ..formats.program import flatten, repeat
 
 
 def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int) -> tuple[list, dict]:
     n = tokens_per_step
-    program: list = []
-    emit = lambda op, **args: program.append([op, args])  # noqa: E731
+    step = lambda op, **args: [op, args]  # noqa: E731
+    context = step("read-at-cursor", buffer="context", tokens=n + 1)
 
-    emit("fill", buffer="context", offset=0, bytes=4 * (n + 1), value=0)
-    emit("submit", ring=ring["initialize"])
+    load = [step("fill", buffer="context", offset=0, bytes=4 * (n + 1), value=0),
+            step("submit", ring=ring["initialize"])]
     for k, (offset, nbytes) in enumerate(payload_chunks):
-        emit("read", file="checkpoint", offset=offset, buffer="staging", bytes=nbytes)
-        emit("submit", ring=ring[f"load_stage_{k}"])
-        emit("submit", ring=ring[f"load_scatter_{k}"])
-    operation_at = len(program)
-    emit("operation", predict=None)
+        load += [step("read", file="checkpoint", offset=offset, buffer="staging", bytes=nbytes),
+                 step("submit", ring=ring[f"load_stage_{k}"]), step("submit", ring=ring[f"load_scatter_{k}"])]
 
     # train: the loss before training, then `steps` updates with a publication every interval
-    emit("cursor-from-checkpoint")
-    emit("read-at-cursor", buffer="context", tokens=n + 1)
-    emit("submit", ring=ring["forward"])
-    emit("submit", ring=ring["restore"])
-    emit("record-stat", kind="initial")
-    publication = [["checkpoint-begin", {}]]
+    update = [context, step("adamw-scalars"), step("submit", ring=ring["update"]), step("record-stat", kind="step"),
+              step("cursor-advance", tokens=n)]
+    publication = [step("checkpoint-begin")]
     for k, (offset, nbytes) in enumerate(payload_chunks):
-        publication += [["submit", {"ring": ring[f"gather_{k}"]}],
-                        ["write", {"file": "checkpoint", "offset": offset, "buffer": "staging", "bytes": nbytes}]]
-    publication.append(["checkpoint-publish", {}])
-    steps = [["read-at-cursor", {"buffer": "context", "tokens": n + 1}], ["adamw-scalars", {}],
-             ["submit", {"ring": ring["update"]}], ["record-stat", {"kind": "step"}],
-             ["cursor-advance", {"tokens": n}]]
-    emit("repeat", count=run.steps // run.interval, body=1 + len(steps) + len(publication))
-    emit("repeat", count=run.interval, body=len(steps))
-    program += steps + publication
-    # the final forward: the last context again, under the final weights
-    emit("reissue", ring=ring["forward"])
-    emit("reissue", ring=ring["restore"])
-    emit("record-stat", kind="final")
-    emit("write-status")
-    emit("write-timestamps")
-    emit("end")
+        publication += [step("submit", ring=ring[f"gather_{k}"]),
+                        step("write", file="checkpoint", offset=offset, buffer="staging", bytes=nbytes)]
+    publication.append(step("checkpoint-publish"))
+    train = [step("cursor-from-checkpoint"), context, step("submit", ring=ring["forward"]),
+             step("submit", ring=ring["restore"]), step("record-stat", kind="initial"),
+             repeat(run.steps // run.interval, [repeat(run.interval, update)] + publication),
+             # the final forward: the last context again, under the final weights
+             step("reissue", ring=ring["forward"]), step("reissue", ring=ring["restore"]),
+             step("record-stat", kind="final"), step("write-status"), step("write-timestamps"), step("end")]
 
-    predict_at = len(program)
-    program[operation_at][1]["predict"] = predict_at
-    emit("repeat", count=run.eval_contexts, body=6)
-    emit("read-at-cursor", buffer="context", tokens=n + 1)
-    emit("submit", ring=ring["forward"])
-    emit("submit", ring=ring["restore"])
-    emit("record-stat", kind="predict")
-    emit("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n)
-    emit("cursor-advance", tokens=n)
-    emit("write-status")
-    emit("write-timestamps")
-    emit("end")
+    predict = [repeat(run.eval_contexts, [
+        context, step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
+        step("record-stat", kind="predict"),
+        step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n),
+        step("cursor-advance", tokens=n)]),
+        step("write-status"), step("write-timestamps"), step("end")]
+
+    head, train = flatten(load), flatten(train)
+    operation_at = len(head)
+    predict_at = operation_at + 1 + len(train)
+    program = head + [step("operation", predict=predict_at)] + train + flatten(predict)
     return program, {"operation": operation_at, "predict": predict_at}

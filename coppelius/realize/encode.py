@@ -1,16 +1,16 @@
 """Realization common to every target: the plan's pieces as a launch table (parameter blocks
-and relocations), a command stream and a ring, in the binary tables of formats.tables."""
+and relocations), a command stream and a ring; its host program, planes, host buffers and run
+numbers; all in the binary tables of formats.tables (docs/formats.md)."""
 import numpy as np
 
-from ..learner import f32_from_word
-from ..plan.kernels import KERNELS, PTR_KINDS, param_layout
-from ..formats import tables
+from ..formats import program as host_program, tables
+from ..formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
+from ..formats.step_size import f32_from_word
 
 
 def encode_program(plan: dict) -> dict[str, bytes]:
     planes = {p["name"]: (i, p) for i, p in enumerate(plan["arena"]["planes"])}
-    buffers = {name: i for i, name in enumerate(plan["host"]["buffers"])}
-    kernel_index = {name: i for i, name in enumerate(sorted(KERNELS))}
+    buffers = {name: i for i, name in enumerate(tables.HOST_BUFFERS)}
     launches, relocations, commands, ring = [], [], [], []
     blob = bytearray()
 
@@ -25,7 +25,7 @@ def encode_program(plan: dict) -> dict[str, bytes]:
                    "bytes": c.get("bytes", 0), "value": c.get("value", 0), "pad": 0}
             if c["op"] == "launch":
                 row["a"] = len(launches)
-                launches.append(_launch(c, kernel_index, planes, blob, relocations))
+                launches.append(_launch(c, planes, blob, relocations))
             elif c["op"] == "memset":
                 row["dst"], row["dst_offset"] = device(c["dst"])
             elif c["op"] == "h2d":
@@ -44,10 +44,20 @@ def encode_program(plan: dict) -> dict[str, bytes]:
         "relocations": tables.pack("relocations", np.array(relocations, tables.RELOCATION)),
         "commands": tables.pack("commands", np.array(commands, tables.COMMAND)),
         "ring": tables.pack("ring", np.array(ring, tables.RING)),
+        "program": host_program.encode(plan["program"]),
+        **layout_tables(plan),
     }
 
 
-def _launch(c: dict, kernel_index: dict, planes: dict, blob: bytearray, relocations: list) -> tuple:
+def layout_tables(plan: dict) -> dict[str, bytes]:
+    """The planes, the host buffers (in HOST_BUFFERS order) and the run record the host runtime reads."""
+    record, blob = tables.run_record(plan)
+    return {"planes": tables.pack("planes", np.array(tables.plane_rows(plan), tables.PLANE)),
+            "buffers": tables.pack("buffers", np.array(tables.buffer_rows(plan), tables.BUFFER)),
+            "run": tables.pack("run", np.array([tuple(record[f] for f in tables.RUN.names)], tables.RUN), blob)}
+
+
+def _launch(c: dict, planes: dict, blob: bytearray, relocations: list) -> tuple:
     layout, size = param_layout(c["kernel"])
     start = len(blob)
     block = bytearray(size)
@@ -63,5 +73,5 @@ def _launch(c: dict, kernel_index: dict, planes: dict, blob: bytearray, relocati
         else:
             block[offset:offset + 4] = np.array(arg, "<i4" if kind == "i32" else "<u4").tobytes()
     blob += block
-    return (kernel_index[c["kernel"]], tuple(c["grid"]), tuple(c["block"]), c["shared"], start, size,
+    return (KERNEL_IDS[c["kernel"]], tuple(c["grid"]), tuple(c["block"]), c["shared"], start, size,
             first_reloc, len(relocations) - first_reloc)

@@ -130,11 +130,11 @@ def kernel_info(cubin: bytes) -> dict[str, dict]:
     threads (0: unspecified) and parameter bytes (formats/cubin.py reads them).
 
     A catalog kernel's parameters (their offsets and sizes, EIATTR_KPARAM_INFO) must be the
-    catalog's ABI (plan/kernels.py: param_layout); its param_bytes is then the layout's size (the
+    catalog's ABI (formats/kernels.py: param_layout); its param_bytes is then the layout's size (the
     cubin's EIATTR_CBANK_PARAM_SIZE, which ends at the last parameter, rounded up to 8).
     """
     from ..formats.cubin import read_cubin
-    from ..plan.kernels import KERNELS, PTR_KINDS, param_layout
+    from ..formats.kernels import KERNELS, PTR_KINDS, param_layout
     kernels = {}
     for name, facts in read_cubin(cubin)[1].items():
         param_size = facts["param_size"] or 0
@@ -146,7 +146,7 @@ def kernel_info(cubin: bytes) -> dict[str, dict]:
             if facts["params"] != want or -(-param_size // 8) * 8 != size:
                 raise CoppeliusError(
                     f"kernels/cuda: kernel {name} takes parameters {facts['params']} ({param_size} bytes), the "
-                    f"catalog's ABI is {want} ({size} bytes); make its signature the catalog's (plan/kernels.py)")
+                    f"catalog's ABI is {want} ({size} bytes); make its signature the catalog's (formats/kernels.py)")
             info["param_bytes"] = size
         kernels[name] = info
     return kernels

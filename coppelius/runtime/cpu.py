@@ -8,14 +8,12 @@ to nearest even, as the GPU's __float2half_rn does).
 """
 import numpy as np
 
-from ..formats import tables
+from ..formats import faults, tables
+from ..formats.kernels import KERNELS, KERNEL_NAMES, PTR_KINDS, SCALAR_KINDS, extents, param_layout
 from ..kernels import reference as ref
-from ..plan.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, extents, param_layout
-from . import faults
 from .device import Device
 
 BASE = 1 << 40  # the cpu arena's "device address": far from 0 so that null stays distinct
-KERNEL_NAMES = sorted(KERNELS)
 
 
 def f32(a):

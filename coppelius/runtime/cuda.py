@@ -2,9 +2,9 @@
 
 Load, once:
 - the image (a cubin) with cuModuleLoadData, and cuModuleGetFunction for each kernel the launch
-  table uses (its `kernel` field indexes sorted(KERNELS); the cubin exports them `extern "C"`).
+  table uses (its `kernel` field is the id of formats/kernels.py; the cubin exports them `extern "C"`).
   Each function's parameters, as the cubin lays them out (cuFuncGetParamInfo), must be the
-  catalog's ABI (plan/kernels.py: param_layout); another layout is refused before any launch;
+  catalog's ABI (formats/kernels.py: param_layout); another layout is refused before any launch;
 - the parameter blob, copied into host memory that lives as long as the device, with the arena's
   device address added at every relocation (the blob holds arena offsets; nothing else is patched);
 - one CUDA graph per ring entry: its commands as nodes chained in command order (each depends on
@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import CoppeliusError
 from ..formats import tables
-from ..plan.kernels import KERNELS, PTR_KINDS, param_layout
+from ..formats.kernels import KERNEL_NAMES, PTR_KINDS, param_layout
 from .device import Device
 
 try:
@@ -49,7 +49,6 @@ try:
 except ImportError:  # reported by CudaDevice(), so that importing this module never fails
     driver = None
 
-KERNEL_NAMES = sorted(KERNELS)
 STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the function's opt-in
 SPAN = 1 << 30  # memset and memcpy nodes move at most this many bytes each
 HINTS = {
@@ -188,7 +187,7 @@ class CudaDevice(Device):
             got = f"at byte {found[i][0]} ({found[i][1]} bytes)" if i < len(found) else "missing"
             want = f"byte {expected[i][0]} ({expected[i][1]} bytes)" if i < len(expected) else "no such parameter"
             raise CoppeliusError(f"image: kernel {name} has {len(found)} parameters, parameter {i} {got}; the ABI "
-                                 f"(coppelius/plan/kernels.py) has {len(expected)}, parameter {i} at {want}; "
+                                 f"(coppelius/formats/kernels.py) has {len(expected)}, parameter {i} at {want}; "
                                  f"rebuild the image from the catalog")
         return function
 

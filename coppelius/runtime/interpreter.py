@@ -7,22 +7,21 @@ import hashlib
 import json
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CoppeliusError
-from ..formats import certificate, checkpoint, result, tokens as token_file
-from ..formats.elf import host_machine, read_host_elf
-from ..formats.program import check_program
 from .. import canonical
+from ..formats import certificate, checkpoint, faults, result, tokens as token_file
+from ..formats.elf import host_machine, read_host_elf
+from ..formats.program import walk
 from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
-from ..learner import step_size_host
-from . import faults
+from ..formats.step_size import step_size_host
+from .sections import RunTables
 
-SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "param_addresses", "step_words",
-            "ring_entries", "certificate")
+SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
+            "buffers", "run", "step_words", "certificate")
 
 
 class Program:
@@ -33,21 +32,24 @@ class Program:
         elf = read_host_elf(path)
         missing = [s for s in SECTIONS if s not in elf.sections]
         if missing:
-            raise CoppeliusError(f"{path}: section .coppelius.{missing[0]} is missing; rebuild the host ELF with `snakemake`")
+            raise CoppeliusError(f"{path}: section .coppelius.{missing[0]} is missing; rebuild the host ELF with "
+                                 f"`snakemake`")
         self.identity, self.sections, self.machine = elf.identity, elf.sections, elf.machine
-        try:
-            self.plan = json.loads(self.sections["plan"])
-            check_program(self.plan["program"], len(self.plan["ring"]), self.plan["host"]["buffers"], str(path))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with `snakemake`")
-        self.sha256 = elf.sha256
         admitted = {k: v for k, v in self.sections.items() if k not in certificate.SECTIONS}
         self.certificate = certificate.verify(
             f"{path}: section .coppelius.certificate", self.sections["certificate"],
             admitted | {"plan": self.sections["plan"]}, "rebuild the host ELF with `snakemake`")
+        try:
+            self.plan = json.loads(self.sections["plan"])
+        except ValueError as e:
+            raise CoppeliusError(f"{path}: section .coppelius.plan is not a readable plan ({e}); rebuild it with "
+                                 f"`snakemake`")
+        self.tables = RunTables(self.sections, str(path))  # refused here, before any input is read
+        self.sha256 = elf.sha256
 
 
 def open_device(program: Program):
+    """The device, opened (bench/train_gpu.py uses it; the run itself opens it after its checks)."""
     return device_factory(program)()
 
 
@@ -88,9 +90,9 @@ class Run:
         self.header = self._check_checkpoint()
         self.stream = self._check_tokens()
         self.identity = self._run_identity()
-        self.buffers = self.plan["host"]["buffers"]
-        learner = {k: float(Fraction(v)) for k, v in self.plan["learner"].items() if k in ("lr", "beta1", "beta2")}
-        self.lr, self.beta1, self.beta2 = learner["lr"], learner["beta1"], learner["beta2"]
+        self.tables = program.tables
+        self.buffers = self.tables.buffers
+        self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
         self.cursor, self.t, self.consecutive_skips = 0, 0, 0
         self.issued = set()
         self.open_checkpoint = None
@@ -151,17 +153,18 @@ class Run:
 
     # ---------------------------------------------------------------- the program
     def execute(self) -> dict:
-        plan = self.plan
-        self.device.allocate(plan["arena"]["bytes"], plan["host"]["bytes"])
-        s = self.program.sections
-        self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring_entries"],
-                                 s["step_words"], [p["offset"] for p in plan["arena"]["planes"]],
-                                 [b["offset"] for b in self.buffers.values()])
+        run, s = self.tables.run, self.program.sections
+        self.device.allocate(int(run["arena_bytes"]), int(run["host_bytes"]))
+        self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring"], s["step_words"],
+                                 self.tables.plane_offsets, [b["offset"] for b in self.buffers.values()])
         self.started = time.time()
         self.checkpoint_file = open(self.checkpoint_path, "rb")
         self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None
         try:
-            self._block(0, len(plan["program"]))
+            for _, op, args in walk(self.tables.steps, self.operation):
+                if op != "operation":
+                    faults.point(op)
+                    getattr(self, "op_" + op.replace("-", "_"))(**args)
             self.device.synchronize()  # a late device error is this run's error
         finally:
             self.checkpoint_file.close()
@@ -180,28 +183,6 @@ class Run:
             publish_link(self.record["published"][-1], self.out / "final.ckpt")
         result.write(self.out / "result.json", self.record)
 
-    def _block(self, pc: int, end: int) -> bool:
-        program = self.plan["program"]
-        while pc < end:
-            op, args = program[pc]
-            if op == "repeat":
-                body_end = pc + 1 + args["body"]
-                for _ in range(args["count"]):
-                    if self._block(pc + 1, body_end):
-                        return True
-                pc = body_end
-                continue
-            if op == "end":
-                return True
-            if op == "operation" and self.operation == "predict":
-                pc = args["predict"]
-                continue
-            if op != "operation":
-                faults.point(op)
-                getattr(self, "op_" + op.replace("-", "_"))(**args)
-            pc += 1
-        return False
-
     def buffer(self, name: str, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
         """A host buffer, once every issued submission is done with it (copies run when the GPU gets there)."""
         self.device.synchronize()
@@ -217,7 +198,9 @@ class Run:
         self.issued.add(ring)
 
     def op_reissue(self, ring):
-        assert ring in self.issued, f"ring entry {ring} reissued before it was issued"
+        if ring not in self.issued:  # admission proves it cannot happen (schedule-reissues); a guard, not a check
+            raise CoppeliusError(f"{self.program.path}: the host program reissues ring entry {ring} before issuing it; "
+                                 f"rebuild the host ELF with `snakemake`")
         self.device.issue(ring)
 
     def op_read(self, file, offset, buffer, bytes):
@@ -280,7 +263,9 @@ class Run:
                 self.publication_failed(error, f"the predictions {self.out / 'predictions.bin'}")
             return
         publication, digest, written = self.open_checkpoint
-        assert offset == written[0], "checkpoint chunks are written in order"
+        if offset != written[0]:  # admission proves the order (schedule-moves-checkpoint); a guard, not a check
+            raise CoppeliusError(f"{self.program.path}: the host program writes checkpoint bytes at {offset}, the "
+                                 f"next is at {written[0]}; rebuild the host ELF with `snakemake`")
         try:
             publication.file.write(data)
         except OSError as error:

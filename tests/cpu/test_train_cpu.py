@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from coppelius.config import ROOT, resolve
-from coppelius.formats import checkpoint
+from coppelius.formats import checkpoint, tables
 from coppelius.formats.elf import read_host_elf
 from coppelius.kernels import gpt2
 from coppelius.realize import realize
@@ -49,12 +49,13 @@ def test_plan_gradient_matches_float64_reference(in_tmp):
     cfg = config(in_tmp, batch=2, context=32, steps=1, interval=1)
     plan = json.loads(Path(build_chain(cfg, in_tmp / "results/cpu")["plan"]).read_text())
     realization = realize(plan, cfg.target)
-    realized = realized_tables(realization["launches"], realization["ring"])
+    realized = realized_tables(realization["launches"])
     device = CpuDevice()
     device.allocate(plan["arena"]["bytes"], plan["host"]["bytes"])
     device.load_program(realization["image"], realization["launches"], realization["relocations"],
-                        realization["commands"], realized["ring_entries"], realized["step_words"],
-                        [p["offset"] for p in plan["arena"]["planes"]], [b["offset"] for b in plan["host"]["buffers"].values()])
+                        realization["commands"], realization["ring"], realized["step_words"],
+                        [p["offset"] for p in plan["arena"]["planes"]], 
+                        [plan["host"]["buffers"][name]["offset"] for name in tables.HOST_BUFFERS])
     ring = {name: i for i, name in enumerate(plan["ring"])}
     buffers = plan["host"]["buffers"]
     _, parts = checkpoint.read(in_tmp / "results/cpu/init.ckpt")

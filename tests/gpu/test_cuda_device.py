@@ -11,12 +11,11 @@ import yaml
 
 from coppelius.errors import CoppeliusError
 from coppelius.formats import tables
-from coppelius.plan.kernels import KERNELS, PTR_KINDS, param_layout
+from coppelius.formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
 from coppelius.runtime.cuda import CudaDevice, check_card
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = sorted(KERNELS)
 
 # Two catalog kernels with their ABI signatures (f16 as raw 16-bit words: no cuda_fp16.h needed).
 # adamw here is no optimizer: it adds step_size, so that the step word a launch saw can be read back,
@@ -101,7 +100,7 @@ class Tables:
                 struct.pack_into({"f32": "<f", "i32": "<i", "u32": "<I"}[kind], block, offset, args[name])
         self.blob += block
         index = len(self.launches)
-        self.launches.append((NAMES.index(kernel), (-(-n // 128), 1, 1), (128, 1, 1), shared, start, size, first,
+        self.launches.append((KERNEL_IDS[kernel], (-(-n // 128), 1, 1), (128, 1, 1), shared, start, size, first,
                               len(self.relocations) - first))
         if kernel == "adamw":
             fields = {name: offset for name, _, offset in layout}
@@ -322,7 +321,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
         if "not realized yet" in str(e):
             pytest.skip(f"realize: {e}")
         raise
-    sections = {**realization, **realized_tables(realization["launches"], realization["ring"])}
+    sections = {**realization, **realized_tables(realization["launches"])}
     program = SimpleNamespace(path=tmp_path / "h200.elf", plan=plan, sections=sections, sha256="0" * 64,
                               machine="x86_64", certificate={"step_horizon": 1 << 53},
                               identity={"target": "h200", "card": cfg.target["card"], "arch": cfg.target["arch"],

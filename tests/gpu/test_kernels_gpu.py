@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coppelius.plan.kernels import ACCESS, KERNELS, PTR_KINDS, geometry, param_layout
+from coppelius.formats.geometry import geometry
+from coppelius.formats.kernels import ACCESS, KERNELS, PTR_KINDS, param_layout
 from coppelius.runtime import cpu
 
 pytestmark = pytest.mark.gpu

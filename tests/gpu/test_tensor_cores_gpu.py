@@ -2,7 +2,7 @@
 
 Compiled here by NVRTC for the device's own arch (sm_90 on the H200), loaded with the driver API
 (cuModuleLoadData), launched with cuLaunchKernel with the parameter block packed exactly as the
-catalog's param_layout says and the geometry of plan/tensor_core_geometry.py. Fresh random fp16
+catalog's param_layout says and the geometry of formats/geometry.py. Fresh random fp16
 inputs every run (the seed is printed); outputs are poisoned with NaN before every launch, so an
 element left unwritten fails. Each output is compared with float64 numpy on the same fp16 inputs
 (and, where cheap, with the cpu device's functions): relative Frobenius error and max abs error
@@ -27,8 +27,8 @@ import pytest
 
 import coppelius
 from coppelius.kernels import reference as ref
-from coppelius.plan.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, param_layout
-from coppelius.plan.tensor_core_geometry import tensor_core_geometry
+from coppelius.formats.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, param_layout
+from coppelius.formats.geometry import tensor_core_geometry
 from coppelius.runtime import cpu
 
 pytestmark = pytest.mark.gpu

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coppelius.runtime.cpu import CpuDevice
-from coppelius.runtime.interpreter import Program, Run, open_device
+from coppelius.runtime.interpreter import Program, Run, device_factory
 from coppelius.stages import build_chain
 
 pytestmark = pytest.mark.gpu
@@ -21,7 +21,7 @@ def config(tmp_path, **overrides):
 
 def train(paths, checkpoint, out, device=None):
     program = Program(paths["elf"])
-    device = device or open_device(program)
+    device = device or device_factory(program)()
     try:
         return Run(program, device, checkpoint, paths["train"], out, "train").execute()
     finally:

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from coppelius.errors import CoppeliusError
 from coppelius.formats import checkpoint, result, tables, tokens
-from coppelius.formats.program import check_program
+from coppelius.formats.program import check_program, decode, encode
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -106,10 +106,20 @@ def test_host_program_decoder(data):
     either_parses_or_refuses(lambda: check_program(program, 1, {"context": {}}, "plan"))
 
 
+@FUZZ
+@given(data=st.data())
+def test_binary_host_program_reader(data):
+    """The program section as the run reads it: decoded and checked, or refused in one line."""
+    blob = data.draw(mutations(encode(PROGRAM)))
+    buffers = dict.fromkeys(tables.HOST_BUFFERS, {})
+    either_parses_or_refuses(lambda: check_program(decode(blob, "program"), 1, buffers, "program"))
+
+
 def test_valid_inputs_parse(tmp_path):
     (tmp_path / "t.bin").write_bytes(VALID_TOKENS)
     assert len(tokens.read(tmp_path / "t.bin", vocab=256)) == 300
     check_program(PROGRAM, 1, {"context": {}}, "plan")
+    assert decode(encode(PROGRAM), "program") == PROGRAM
 
 
 @pytest.fixture(scope="module")

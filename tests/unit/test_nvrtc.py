@@ -8,7 +8,8 @@ import pytest
 from coppelius import cas
 from coppelius.config import target_profile
 from coppelius.errors import CoppeliusError
-from coppelius.plan import kernels as catalog
+from coppelius.formats import geometry
+from coppelius.formats import kernels as catalog
 from coppelius.realize import nvrtc
 
 ARCHS = tuple(target_profile(name)["arch"] for name in ("rtx3090", "h200", "gb10"))  # sm_86, sm_90, sm_121
@@ -62,25 +63,28 @@ def test_geometry_constants_match_the_kernels():
     def constant(file, name):
         text = (nvrtc.SOURCES / file).read_text()
         return re.search(rf"constexpr int {name} = ([^;]+);", text).group(1)
-    assert constant("common.cuh", "THREADS") == str(catalog.THREADS)
-    assert constant("common.cuh", "PACK") == str(catalog.PACK)
-    assert constant("encoder.cuh", "ROWS") == str(catalog.ENCODER_ROWS)
-    assert constant("encoder.cuh", "CHUNK") == "32 * PACK" and catalog.ENCODER_CHUNK == 32 * catalog.PACK
-    assert constant("encoder.cuh", "POSITIONS") == "WARPS" and catalog.ENCODER_POSITIONS == catalog.THREADS // 32
-    assert constant("layernorm.cuh", "ROWS") == "WARPS" and catalog.LAYERNORM_ROWS == catalog.THREADS // 32
-    assert constant("layernorm.cuh", "COLUMNS") == "PACK" and catalog.LAYERNORM_COLUMNS == catalog.PACK
+    assert constant("common.cuh", "THREADS") == str(geometry.THREADS)
+    assert constant("common.cuh", "PACK") == str(geometry.PACK)
+    assert constant("encoder.cuh", "ROWS") == str(geometry.ENCODER_ROWS)
+    assert constant("encoder.cuh", "CHUNK") == "32 * PACK" and geometry.ENCODER_CHUNK == 32 * geometry.PACK
+    assert constant("encoder.cuh", "POSITIONS") == "WARPS" and geometry.ENCODER_POSITIONS == geometry.THREADS // 32
+    assert constant("layernorm.cuh", "ROWS") == "WARPS" and geometry.LAYERNORM_ROWS == geometry.THREADS // 32
+    assert constant("layernorm.cuh", "COLUMNS") == "PACK" and geometry.LAYERNORM_COLUMNS == geometry.PACK
+    assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
+    assert constant("attention.cuh", "AT_BR") == constant("attention.cuh", "AT_BCK") == str(geometry.ATTENTION_ROWS)
+    assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
 
 
 def test_geometry_of_the_gpt2_launches():
     s = {"B": 32, "T": 1024, "C": 768, "Vp": 50304, "N": 32768, "V": 50257}
-    assert catalog.geometry("encoder_backward", s) == ([786 + 128, 3, 1], [256, 1, 1], 0)
-    assert catalog.geometry("layernorm_backward", s) == ([96 + 4096, 1, 1], [256, 1, 1], 0)
-    assert catalog.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
-    assert catalog.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)
-    assert catalog.geometry("adamw", {"N": 1000}) == ([4, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("encoder_backward", s) == ([786 + 128, 3, 1], [256, 1, 1], 0)
+    assert geometry.geometry("layernorm_backward", s) == ([96 + 4096, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("adamw", {"N": 1000}) == ([4, 1, 1], [256, 1, 1], 0)
     for kernel in catalog.KERNELS:
         scalars = {name: 64 for name, kind in catalog.KERNELS[kernel] if kind in catalog.SCALAR_KINDS}
-        grid, block, shared = catalog.geometry(kernel, scalars)
+        grid, block, shared = geometry.geometry(kernel, scalars)
         assert min(grid) >= 1 and block[0] * block[1] * block[2] <= 1024 and 0 <= shared <= 48 * 1024
 
 

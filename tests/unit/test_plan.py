@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from coppelius.config import ROOT, resolve
-from coppelius.plan.arena import lifetimes_meet
+from coppelius.formats.tables import lifetimes_meet
 from coppelius.plan.build import build_plan, encode_plan
-from coppelius.plan.kernels import KERNELS
+from coppelius.formats.kernels import KERNELS
 
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 CASES = [("cpu", "tiny", 8), ("h200", "small", 16), ("gb10", "tiny", 4), ("rtx3090", "gpt2-124m", 4)]

@@ -7,6 +7,8 @@ import sys
 from coppelius.config import resolve
 from coppelius.errors import CoppeliusError
 from coppelius.prepare import check_inputs
+from coppelius.realize import ARTIFACTS as REALIZED
+from coppelius.realize.tables import ARTIFACTS as TABLES
 
 try:
     CONFIG = resolve(config)
@@ -25,8 +27,6 @@ SETTINGS = " ".join(
     f"--set {shlex.quote(f'{key}={json.dumps(value)}')}"
     for key, value in sorted(config.items())
 )
-REALIZED = ["image", "kernel_info", "launches", "relocations", "commands", "ring"]
-TABLES = ["param_addresses", "step_words", "ring_entries"]
 
 
 def out(name):

@@ -1,4 +1,5 @@
-"""AdamW's per-step numbers, exactly (the plan's) and in binary64 (the host's).
+"""The step-size rule (docs/formats.md): AdamW's per-step numbers, exactly (the plan's) and in
+binary64 (the host's).
 
 The step size at step t is lr * sqrt(1 - beta2^t) / (1 - beta1^t). The plan rounds the exact
 real number to the nearest binary32 (ties to even) with rational arithmetic only; the host

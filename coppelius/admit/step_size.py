@@ -1,8 +1,8 @@
-"""Learner checks: the AdamW words baked into every launch, and the host's per-step step size.
+"""Step-size checks: the AdamW words baked into every launch, and the host's per-step step size.
 
 The step size at step t is x(t) = lr * sqrt(1 - beta2^t) / (1 - beta1^t). The plan's value is the
-binary32 nearest to x(t) (coppelius.learner.step_size_exact, rationals only); the host computes it
-in binary64 and rounds once (coppelius.learner.step_size_host). They must agree at every step the
+binary32 nearest to x(t) (coppelius.formats.step_size.step_size_exact, rationals only); the host computes it
+in binary64 and rounds once (coppelius.formats.step_size.step_size_host). They must agree at every step the
 run, or any continuation of it, can take: t = 1 .. the certified horizon, which the certificate
 states and the runtime holds `checkpoint.step + steps` to.
 
@@ -34,9 +34,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..learner import f32_word, nearest_f32, step_size_exact, step_size_host
-from ..plan.kernels import KERNELS, param_layout
-from .common import KERNEL_NAMES, Realized, Refusal, unpack
+from ..formats.step_size import f32_word, nearest_f32, step_size_exact, step_size_host
+from ..formats.kernels import KERNEL_IDS, KERNELS, param_layout
+from .common import Realized, Refusal, unpack
 
 K = 192                    # bits of the fixed-point enclosures of beta^t
 TAIL_BITS = 60             # the tail starts where beta^t <= 2^-TAIL_BITS
@@ -57,7 +57,7 @@ def check_step_words(plan, realization, realized, profile):
     eps = int(f32_word(nearest_f32(L["eps"] * L["loss_scale"])), 16)
     words = {"beta1": int(f32_word(nearest_f32(L["beta1"])), 16), "beta2": int(f32_word(nearest_f32(L["beta2"])), 16)}
     r = Realized(plan, realization)
-    adamw = KERNEL_NAMES.index("adamw")
+    adamw = KERNEL_IDS["adamw"]
     layout = {name: offset for name, _, offset in param_layout("adamw")[0]}
     launches = [i for i, l in enumerate(r.launches) if int(l["kernel"]) == adamw]
     planned = sum(c.get("kernel") == "adamw" for p in plan["pieces"] for c in p["commands"])

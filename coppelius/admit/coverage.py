@@ -1,0 +1,130 @@
+"""Coverage checks: bounds are not enough, the launches must cover exactly the work they name.
+
+  device-extents    every pointer extent of every launch lies inside the region the plan names for
+                    it: one layer's slice of a per-layer activation plane, one parameter tensor of a
+                    flat weight plane (or that whole plane), the plane otherwise
+  device-geometry   every launch's grid, block and shared bytes are the ones the kernel ABI computes
+                    from its scalars (formats/geometry.py): no launch covers less, or more, than its count
+  learner-coverage  the update's AdamW launches cover params, m, v and the fp16 weights exactly once
+                    per update, each launch on the same elements of the four and of the gradients
+
+Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
+"""
+from ..formats.geometry import geometry
+from ..formats.kernels import KERNELS, SCALAR_KINDS
+from ..formats.tables import DTYPE_BYTES
+from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
+
+WEIGHT_PLANES = ("params", "m", "v", "weights")  # what AdamW updates; the gradients are read
+ADAMW_POINTERS = {"params": "params", "m": "m", "v": "v", "half": "weights", "grads": "grads"}
+
+
+def _tensor_spans(plan: dict, plane: dict) -> list[tuple[int, int, str]]:
+    size = DTYPE_BYTES[plane["dtype"]]
+    return [(t["offset"] * size, (t["offset"] + t["count"]) * size, t["name"]) for t in plan["tensors"]]
+
+
+def _region(plan: dict, plane: dict, start: int, end: int) -> str | None:
+    """Why [start, end) of the plane leaves its region, or None when it stays inside one."""
+    if plane.get("region") == "layer":
+        layers = plan["model"]["layers"]
+        if plane["bytes"] % layers:
+            return f"plane {plane['name']} of {plane['bytes']} bytes does not split into {layers} layers"
+        slice_ = plane["bytes"] // layers
+        if start // slice_ != (end - 1) // slice_:
+            return (f"runs from layer {start // slice_} into layer {(end - 1) // slice_} of plane {plane['name']} "
+                    f"({slice_} bytes a layer)")
+    elif plane.get("region") == "tensor" and not (start == 0 and end == plane["bytes"]):
+        spans = _tensor_spans(plan, plane)
+        first = next((s for s in spans if s[0] <= start < s[1]), None)
+        if first is None:
+            return f"starts at byte {start} of plane {plane['name']}, inside no tensor"
+        if end > first[1]:
+            into = next((s[2] for s in spans if s[0] < end <= s[1]), "past the last tensor")
+            return (f"runs from tensor {first[2]} (bytes [{first[0]}, {first[1]})) into {into} of plane "
+                    f"{plane['name']}")
+    return None
+
+
+# ---------------------------------------------------------------------------- device-extents
+def check_extents(plan, realization, realized, profile):
+    """Every pointer extent stays inside its named region (a layer's slice, a tensor, the plane)."""
+    planes, r, count = planes_by_name(plan), Realized(plan, realization), 0
+    for i in range(len(r.launches)):
+        c = r.launch(i)
+        for name, _, ref, nbytes in launch_accesses(c["kernel"], c["args"]):
+            plane = planes[ref["plane"]]
+            why = _region(plan, plane, ref["offset"], ref["offset"] + max(1, nbytes))
+            if why is not None:
+                raise Refusal(f"launch {i} ({c['kernel']}) argument {name}: bytes [{ref['offset']}, "
+                              f"{ref['offset'] + nbytes}) {why}")
+            count += 1
+    return f"{count} pointer extents of {len(r.launches)} launches stay inside one layer, tensor or plane each"
+
+
+# ---------------------------------------------------------------------------- device-geometry
+def check_geometry(plan, realization, realized, profile):
+    """Each launch's (grid, block, shared) is the kernel ABI's for its scalars."""
+    r = Realized(plan, realization)
+    for i in range(len(r.launches)):
+        c = r.launch(i)
+        scalars = {n: v for (n, kind), v in zip(KERNELS[c["kernel"]], c["args"]) if kind in SCALAR_KINDS and
+                   kind != "f32"}
+        try:
+            grid, block, shared = geometry(c["kernel"], scalars)
+        except (ValueError, KeyError) as e:
+            raise Refusal(f"launch {i} ({c['kernel']}): no geometry for scalars {scalars} ({e})") from None
+        if (c["grid"], c["block"], c["shared"]) != (grid, block, shared):
+            threads = lambda g, b: g[0] * g[1] * g[2] * b[0] * b[1] * b[2]  # noqa: E731
+            raise Refusal(f"launch {i} ({c['kernel']}): grid {c['grid']} block {c['block']} shared {c['shared']} "
+                          f"({threads(c['grid'], c['block'])} threads); for {scalars} the kernel covers its work "
+                          f"with grid {grid} block {block} shared {shared} ({threads(grid, block)} threads)")
+    return f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars"
+
+
+# ---------------------------------------------------------------------------- learner-coverage
+def check_learner_coverage(plan, realization, realized, profile):
+    """The update's AdamW launches, together, update every element of params, m, v and the fp16
+    weights exactly once, each launch on the same elements of all four and of the gradients."""
+    planes, names, r = planes_by_name(plan), names_of(plan), Realized(plan, realization)
+    update = names.index("update")
+    entry = r.ring[update]
+    covered = {p: () for p in WEIGHT_PLANES}
+    launches = 0
+    for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
+        if int(r.commands[j]["op"]) != 0:
+            continue
+        i = int(r.commands[j]["a"])
+        c = r.launch(i)
+        if c["kernel"] != "adamw":
+            continue
+        launches += 1
+        args = dict(zip((n for n, _ in KERNELS["adamw"]), c["args"]))
+        where = f"update launch {i} (adamw)"
+        elements = set()
+        for arg, plane_name in ADAMW_POINTERS.items():
+            ref = args[arg]
+            if ref is None or ref["plane"] != plane_name:
+                raise Refusal(f"{where}: argument {arg} is {ref!r}; it must point into plane {plane_name}")
+            size = DTYPE_BYTES[planes[plane_name]["dtype"]]
+            if ref["offset"] % size:
+                raise Refusal(f"{where}: argument {arg} at byte {ref['offset']} of {plane_name} is not element-aligned")
+            elements.add(ref["offset"] // size)
+        if len(elements) != 1:
+            raise Refusal(f"{where}: params, m, v, grads and half start at different elements "
+                          f"{sorted(elements)}; one launch updates the same elements of each")
+        start, n = elements.pop(), args["N"]
+        for plane_name in WEIGHT_PLANES:
+            if (twice := iv_overlap(covered[plane_name], start, start + n)) is not None:
+                raise Refusal(f"{where}: updates {plane_name} elements [{twice[0]}, {twice[1]}) a second time "
+                              f"in one update")
+            covered[plane_name] = iv_add(covered[plane_name], start, start + n)
+    total = plan["model"]["parameters"]
+    for plane_name in WEIGHT_PLANES:
+        if (gap := iv_gap(covered[plane_name], 0, total)) is not None:
+            tensor = next((t["name"] for t in plan["tensors"] if t["offset"] <= gap[0] < t["offset"] + t["count"]),
+                          "no tensor")
+            raise Refusal(f"the update's {launches} AdamW launches never update {plane_name} elements "
+                          f"[{gap[0]}, {gap[1]}) (tensor {tensor}) of its {total}")
+    return f"the update's {launches} AdamW launches update each of the {total} parameters of params, m, v and " \
+           f"weights exactly once"

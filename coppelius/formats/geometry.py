@@ -1,0 +1,118 @@
+"""Launch geometry: the grid, block and dynamic shared bytes each catalog kernel expects, from its
+scalar arguments (the same on every arch). The CUDA kernels read their tile shapes back from
+blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda/*.cuh must agree:
+tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
+holds them equal.
+
+The five tensor-core kernels (matmul.cuh, attention.cuh). Dynamic shared memory is at most 48 KiB
+(no opt-in attribute needed); the kernels use no static shared memory.
+matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
+fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
+tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
+still spread over the card.
+attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
+backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
+queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
+"""
+
+# Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
+THREADS = 256           # threads per block of every non-tensor-core kernel (common.cuh: THREADS)
+PACK = 8                # fp16 values per thread in the element-wise kernels (common.cuh: PACK)
+ENCODER_ROWS = 64       # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
+ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
+ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
+LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
+LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
+MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
+MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
+
+ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
+ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
+
+TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
+               "attention_backward")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return max(1, -(-a // b))
+
+
+def geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
+    """(grid, block, dynamic shared bytes) of a launch, as the CUDA kernels expect it (every arch).
+
+    The cpu device ignores the geometry; the plan records it, admission recomputes it from the
+    launch's scalars and refuses a launch whose geometry differs (check device-geometry), and the
+    CUDA device replays it as planned. Each kernel's comment in its .cuh file says the same.
+    """
+    if kernel in TENSOR_CORE:
+        return tensor_core_geometry(kernel, scalars)
+    s = scalars
+    if kernel == "encoder_forward":
+        grid = [_cdiv(s["B"] * s["T"] * s["C"], PACK * THREADS), 1, 1]
+    elif kernel == "encoder_backward":  # row-group blocks, then dwpe blocks; channel chunks in y
+        grid = [_cdiv(s["Vp"], ENCODER_ROWS) + _cdiv(s["T"], ENCODER_POSITIONS), _cdiv(s["C"], ENCODER_CHUNK), 1]
+    elif kernel == "layernorm_forward":
+        grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
+    elif kernel == "layernorm_backward":  # column blocks, then row blocks
+        grid = [_cdiv(s["C"], LAYERNORM_COLUMNS) + _cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
+    elif kernel in ("crossentropy_forward", "crossentropy_backward", "argmax_forward"):
+        grid = [max(1, s["N"]), 1, 1]
+    elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):
+        grid = [_cdiv(s["N"], PACK * THREADS), 1, 1]
+    elif kernel in ("adamw", "cast_half"):
+        grid = [_cdiv(s["N"], THREADS), 1, 1]
+    else:
+        raise KeyError(f"{kernel} is not a catalog kernel")
+    return grid, [THREADS, 1, 1], 0
+
+
+def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:
+    """(M, Nn, K) of the GEMM a matmul kernel computes: out[M, Nn] = sum over K."""
+    N, C, OC = int(s["N"]), int(s["C"]), int(s["OC"])
+    if kernel == "matmul_forward":
+        return N, OC, C
+    if kernel == "matmul_backward_input":
+        return N, C, OC
+    if kernel == "matmul_backward_weight":
+        return OC, C, N
+    raise KeyError(kernel)
+
+
+def head_padding(hs: int) -> int:
+    """The padded head size HSP the attention kernels instantiate for head size hs."""
+    for hsp in (16, 32, 64, 128):
+        if hs <= hsp:
+            return hsp
+    raise ValueError(f"attention head size {hs} > 128 is not supported by the tensor-core kernels")
+
+
+def attention_shared_bytes(kernel: str, hsp: int) -> int:
+    """Dynamic shared bytes of the attention kernels for padded head size hsp (see attention.cuh)."""
+    row = hsp * 2  # bytes of one fp16 row
+    if kernel == "attention_forward":
+        bc = 64 if hsp <= 64 else 32
+        return (ATTENTION_ROWS + 2 * 2 * bc) * row  # Q + 2 stages of K and V
+    brk = 64 if hsp <= 64 else 16       # key block: query tile
+    keys = (2 * ATTENTION_ROWS + 3 * brk) * row + 2 * brk * 4  # K, V, Q, dO, out tiles; lse and D rows
+    bcq, stages = (64, 2) if hsp <= 64 else (32, 1)
+    queries = (2 * ATTENTION_ROWS + 2 * stages * bcq) * row  # Q, dO; stages of K and V
+    return max(keys, queries)
+
+
+def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
+    """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
+    if kernel.startswith("matmul_"):
+        M, Nn, _ = matmul_shape(kernel, scalars)
+        big = _cdiv(M, 128) * _cdiv(Nn, 128)
+        if big >= MATMUL_BIG_TILES:
+            return [big, 1, 1], [256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2
+        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)), 1, 1], [128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2
+    if kernel in ("attention_forward", "attention_backward"):
+        B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
+        if C % NH:
+            raise ValueError(f"C={C} is not a multiple of NH={NH}")
+        hsp = head_padding(C // NH)
+        tiles = max(1, _cdiv(T, ATTENTION_ROWS))
+        x = tiles if kernel == "attention_forward" else 2 * tiles
+        return [x, NH, B], [ATTENTION_THREADS, 1, 1], attention_shared_bytes(kernel, hsp)
+    raise KeyError(f"{kernel} is not a tensor-core kernel")

@@ -1,0 +1,400 @@
+"""The mutation suite's corruptions: each takes a good case (or builds one) and returns it
+corrupted; where the corruption is of the plan, realized and tabled from it (`reencode`), so that
+only admission can catch it. tests/unit/test_admission.py names each one's owner check."""
+import copy
+from fractions import Fraction
+
+from admission_cases import (M, arg, command, edit_program, edit_table, learner_case, piece, set_arg, setf, step,
+                             stream_index, with_kernel_info, with_profile)
+from coppelius.config import target_profile
+from coppelius.formats.kernels import param_layout
+
+# ---------------------------------------------------------------------------- the mutations
+def m_reloc_offset(c):
+    c.realization["relocations"] = edit_table(c.realization["relocations"], "relocations",
+                                              lambda r, b: setf(r, 5, "plane_offset", r[5]["plane_offset"] + 64))
+    return c
+
+
+def m_extent(c):
+    mm = next(x for x in piece(c.plan, "forward")["commands"] if x.get("kernel") == "matmul_forward" and
+              arg(x, "out")["plane"] == "logits")
+    set_arg(mm, "N", 2 * arg(mm, "N"))
+    return c.reencode()
+
+
+def m_memset_overrun(c):
+    command(c.plan, "update", op="memset", dst_plane="flag")["bytes"] = 8
+    return c.reencode()
+
+
+def m_relocation_plane(c):
+    c.realization["relocations"] = edit_table(c.realization["relocations"], "relocations",
+                                              lambda r, b: setf(r, 3, "plane", r[3]["plane"] + 1))
+    return c
+
+
+def _plane(c, name):
+    return next(p for p in c.plan["arena"]["planes"] if p["name"] == name)
+
+
+def m_persistent_overlap(c):
+    _plane(c, "logits")["offset"] = _plane(c, "m")["offset"]
+    return c.reencode()
+
+
+def m_step_overlap(c):
+    _plane(c, "ln1")["offset"] = _plane(c, "qkv")["offset"]
+    return c.reencode()
+
+
+def m_restore_touches_staging(c):
+    piece(c.plan, "restore")["commands"].append(
+        {"op": "d2h", "src": {"plane": "staging", "offset": 0}, "dst": {"buffer": "report_losses", "offset": 0}, "bytes": 4})
+    return c.reencode()
+
+
+def m_inner_count(c):
+    c.plan["program"][step(c.plan, "repeat", count=c.plan["run"]["interval"])][1]["count"] -= 1
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_drop_final_restore(c):
+    edit_program(c.plan, step(c.plan, "reissue", ring=c.plan["ring"].index("restore")), delete=1)
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_predict_count(c):
+    c.plan["program"][c.plan["labels"]["predict"]][1]["count"] += 1
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_advance_short(c):
+    c.plan["program"][step(c.plan, "cursor-advance")][1]["tokens"] -= 1
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_advance_first(c):
+    at = step(c.plan, "read-at-cursor", after=step(c.plan, "repeat"))
+    body = c.plan["program"][at:at + 5]
+    c.plan["program"][at:at + 5] = [body[4]] + body[:4]
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_no_scalars(c):
+    edit_program(c.plan, step(c.plan, "adamw-scalars"), delete=1)
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_short_context(c):
+    c.plan["program"][step(c.plan, "read-at-cursor", after=step(c.plan, "repeat"))][1]["tokens"] -= 1
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_targets_unshifted(c):
+    command(c.plan, "update", op="h2d", dst_plane="targets")["src"]["offset"] = 0
+    return c.reencode()
+
+
+def m_read_twice(c):
+    c.plan["program"][step(c.plan, "read", offset=c.plan["contracts"]["checkpoint"]["chunks"][1][0])][1]["offset"] = 0
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_scatter_wrong_part(c):
+    command(c.plan, "load_scatter_0", op="d2d", dst_plane="params")["dst"]["plane"] = "m"
+    return c.reencode()
+
+
+def m_publish_out_of_order(c):
+    at = step(c.plan, "checkpoint-begin") + 1
+    p = c.plan["program"]
+    p[at:at + 4] = p[at + 2:at + 4] + p[at:at + 2]
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_stage_short(c):
+    command(c.plan, "load_stage_1", op="h2d")["bytes"] -= 256
+    return c.reencode()
+
+
+def m_gather_wrong_part(c):
+    command(c.plan, "gather_0", op="d2d", src_plane="params")["src"]["plane"] = "m"
+    return c.reencode()
+
+
+def m_reissue_first(c):
+    c.plan["program"][step(c.plan, "submit", after=c.plan["labels"]["predict"], ring=c.plan["ring"].index("forward"))][0] = "reissue"
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_ring_entries_swapped(c):
+    def swap(r, b):
+        r[5]["offset"], r[6]["offset"] = int(r[6]["offset"]), int(r[5]["offset"])
+    c.realization["ring"] = edit_table(c.realization["ring"], "ring", swap)
+    return c
+
+
+def m_stream_targets(c):
+    j = stream_index(c, "update", piece(c.plan, "update")["commands"].index(command(c.plan, "update", op="h2d", dst_plane="targets")))
+    c.realization["commands"] = edit_table(c.realization["commands"], "commands",
+                                           lambda r, b: setf(r, j, "src_offset", 0))
+    return c
+
+
+def m_ring_short(c):
+    u = c.plan["ring"].index("update")
+    shorten = lambda r, b: setf(r, u, "length", r[u]["length"] - 1)  # noqa: E731
+    c.realization["ring"] = edit_table(c.realization["ring"], "ring", shorten)
+    return c
+
+
+def m_buffers_overlap(c):
+    b = c.plan["host"]["buffers"]
+    b["context"]["offset"] = b["staging"]["offset"] + b["staging"]["bytes"] - 256
+    return c.reencode()
+
+
+def m_fill_overrun(c):
+    c.plan["program"][step(c.plan, "fill")][1]["bytes"] += 4
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_predictions_overrun(c):
+    c.plan["program"][step(c.plan, "write", file="predictions")][1]["bytes"] += 4
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_report_never_written(c):
+    piece(c.plan, "restore")["commands"].pop(0)
+    return c.reencode()
+
+
+def m_no_flag_memset(c):
+    cmds = piece(c.plan, "update")["commands"]
+    cmds.remove(command(c.plan, "update", op="memset", dst_plane="flag"))
+    return c.reencode()
+
+
+def m_no_dresidual_memset(c):
+    cmds = piece(c.plan, "update")["commands"]
+    cmds.remove(command(c.plan, "update", op="memset", dst_plane="dresidual"))
+    return c.reencode()
+
+
+def m_restore_first(c):
+    at = step(c.plan, "submit", after=c.plan["labels"]["predict"], ring=c.plan["ring"].index("forward"))
+    p = c.plan["program"]
+    p[at], p[at + 1] = p[at + 1], p[at]
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_layer_ahead(c):
+    qkv = next(x for x in piece(c.plan, "forward")["commands"] if x.get("kernel") == "matmul_forward" and
+               arg(x, "out")["plane"] == "qkv")
+    ln1 = _plane(c, "ln1")
+    set_arg(qkv, "inp", {"plane": "ln1", "offset": ln1["bytes"] // c.plan["model"]["layers"]})
+    return c.reencode()
+
+
+def m_eps_word(c):
+    c.realized["step_words"] = edit_table(c.realized["step_words"], "step_words",
+                                          lambda r, b: setf(r, 2, "eps", r[2]["eps"] + 1))
+    return c
+
+
+def m_step_word_offset(c):
+    layout = {n: o for n, _, o in param_layout("adamw")[0]}
+    c.realized["step_words"] = edit_table(
+        c.realized["step_words"], "step_words",
+        lambda r, b: setf(r, 0, "step_size_offset", r[0]["step_size_offset"] - layout["step_size"] + layout["decay"]))
+    return c
+
+
+def m_plan_eps(c):
+    c.plan["learner"]["eps"] = "1/10000000"
+    return c.reencode()
+
+
+def m_beta2_word(c):
+    a = [x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "adamw"][3]
+    set_arg(a, "beta2", "0x3f700000")
+    return c.reencode()
+
+
+def _adamw(c, tensor):
+    """The update's AdamW launch of a parameter tensor."""
+    offset = next(t["offset"] for t in c.plan["tensors"] if t["name"] == tensor)
+    return next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "adamw" and
+                arg(x, "params")["offset"] == 4 * offset)
+
+
+def m_adamw_missing(c):
+    piece(c.plan, "update")["commands"].remove(_adamw(c, "ln1b"))
+    return c.reencode()
+
+
+def m_adamw_doubled(c):
+    cmds = piece(c.plan, "update")["commands"]
+    launch = _adamw(c, "wpe")
+    cmds.insert(cmds.index(launch) + 1, copy.deepcopy(launch))
+    return c.reencode()
+
+
+def m_adamw_shifted(c):
+    """The ln1b launch moved onto ln1w (the same size): ln1w updated twice, ln1b never."""
+    moved, onto = _adamw(c, "ln1b"), _adamw(c, "ln1w")
+    for name in ("params", "m", "v", "grads", "half"):
+        set_arg(moved, name, copy.deepcopy(arg(onto, name)))
+    return c.reencode()
+
+
+def m_adamw_params_only(c):
+    set_arg(_adamw(c, "ln1b"), "params", copy.deepcopy(arg(_adamw(c, "ln1w"), "params")))
+    return c.reencode()
+
+
+def m_count_into_next_tensor(c):
+    launch = _adamw(c, "wte")
+    set_arg(launch, "N", arg(launch, "N") + 1)
+    return c.reencode()
+
+
+def _layer0(c, kernel, out_plane):
+    return next(x for x in piece(c.plan, "forward")["commands"] if x.get("kernel") == kernel and
+                arg(x, "out")["plane"] == out_plane)
+
+
+def m_count_into_next_layer(c):
+    gelu = _layer0(c, "gelu_forward", "fch_gelu")
+    set_arg(gelu, "N", 2 * arg(gelu, "N"))
+    return c.reencode()
+
+
+def m_rows_into_next_layer(c):
+    qkv = _layer0(c, "matmul_forward", "qkv")
+    set_arg(qkv, "N", 2 * arg(qkv, "N"))
+    return c.reencode()
+
+
+def m_grid_too_small(c):
+    _adamw(c, "wte")["grid"][0] -= 1
+    return c.reencode()
+
+
+def m_grid_too_large(c):
+    _layer0(c, "gelu_forward", "fch_gelu")["grid"][0] += 1
+    return c.reencode()
+
+
+def m_block_too_small(c):
+    _layer0(c, "layernorm_forward", "ln1")["block"] = [128, 1, 1]
+    return c.reencode()
+
+
+def m_lr_midpoint():
+    return learner_case(lr=str(M + Fraction(1, 2 ** 70)), beta1="0", beta2="0")
+
+
+def m_lr_second_step():
+    return learner_case(lr=str(M + Fraction(1, 2 ** 60)), beta1="0", beta2=str(Fraction(1, 2 ** 40)))
+
+
+def m_lr_continuation():
+    return learner_case(steps=4, lr=str(M + Fraction(1, 2 ** 55)), beta1="0", beta2=str(Fraction(1, 2 ** 11)))
+
+
+# (name, base, owner, mutate, fragments of the refusal that name the item)
+MUTATIONS = [
+    # (name, base, owner, mutate, fragments of the refusal that name the item)
+    ("relocation-moved", "cpu", "device-relocations", m_reloc_offset, ["launch", "argument", "its relocation says plane"]),
+    ("extent-past-plane", "cpu", "device-relocations", m_extent, ["(matmul_forward) argument out", "outside plane logits"]),
+    ("memset-past-plane", "cpu", "device-relocations", m_memset_overrun, ["memset flag+0 (8 bytes)", "outside plane flag (4 bytes)"]),
+    ("relocation-plane", "cpu", "device-relocations", m_relocation_plane, ["launch", "its relocation says plane"]),
+    ("persistent-overlap", "cpu", "device-lifetimes", m_persistent_overlap, ["planes m (persistent) and logits (step) share"]),
+    ("step-overlap", "cpu", "device-lifetimes", m_step_overlap, ["ln1 (step)", "qkv (step)", "share arena bytes"]),
+    ("restore-touches-staging", "cpu", "device-lifetimes", m_restore_touches_staging,
+     ["piece restore", "command 2", "touches transfer plane staging"]),
+    ("inner-repeat-short", "cpu", "schedule-issues-run", m_inner_count, ["train issues ring entry 6 (update) 18 times", "needs 20"]),
+    ("final-restore-dropped", "cpu", "schedule-issues-run", m_drop_final_restore, ["ring entry 9 (restore) 1 times", "needs 2"]),
+    ("predict-extra", "cpu", "schedule-issues-run", m_predict_count, ["predict issues ring entry 5 (forward) 5 times", "needs 4"]),
+    ("advance-short", "cpu", "schedule-steps-fresh", m_advance_short, ["update 2", "moved by [127]"]),
+    ("advance-before-read", "cpu", "schedule-steps-fresh", m_advance_first, ["update 1", "moved by [128] since it was set"]),
+    ("no-adamw-scalars", "cpu", "schedule-steps-fresh", m_no_scalars, ["update 1", "adamw-scalars ran 0 times"]),
+    ("context-short", "cpu", "schedule-steps-fresh", m_short_context, ["update 1", "128 tokens, one context is 129"]),
+    ("targets-unshifted", "cpu", "schedule-steps-fresh", m_targets_unshifted, ["piece update: targets", "context byte 4"]),
+    ("chunk-read-twice", "cpu", "schedule-moves-checkpoint", m_read_twice, ["load read 1 takes checkpoint bytes [0, "]),
+    ("scatter-wrong-part", "cpu", "schedule-moves-checkpoint", m_scatter_wrong_part,
+     ["load_scatter_0 command 1", "writes m bytes [0, ", "a second time"]),
+    ("publish-out-of-order", "cpu", "schedule-moves-checkpoint", m_publish_out_of_order,
+     ["publication at host step", "writes checkpoint bytes at offset 1048576", "next is at 0"]),
+    ("stage-short", "cpu", "schedule-moves-checkpoint", m_stage_short, ["after the load, plane v bytes [482048, 482304)"]),
+    ("gather-wrong-part", "cpu", "schedule-moves-checkpoint", m_gather_wrong_part,
+     ["checkpoint bytes [0, 482304) come from m bytes", "must be params bytes"]),
+    ("reissue-first", "cpu", "schedule-reissues", m_reissue_first, ["predict host step", "reissues ring entry 5 (forward)"]),
+    ("ring-entries-swapped", "cpu", "schedule-reissues", m_ring_entries_swapped,
+     ["ring entry 5 (forward) command 2", "the realization has memset flag+0"]),
+    ("stream-targets", "cpu", "schedule-reissues", m_stream_targets,
+     ["ring entry 6 (update) command", "h2d host context+0 -> targets+0", "the plan's piece has h2d host context+4"]),
+    ("ring-short", "cpu", "schedule-reissues", m_ring_short, ["ring entry 6 (update) holds"]),
+    ("buffers-overlap", "cpu", "schedule-request", m_buffers_overlap, ["host buffers staging", "and context", "share bytes"]),
+    ("fill-past-buffer", "cpu", "schedule-request", m_fill_overrun, ["host step 0 (fill)", "outside host buffer context (516 bytes)"]),
+    ("predictions-past-buffer", "cpu", "schedule-request", m_predictions_overrun,
+     ["predict host step", "(write)", "outside host buffer report_predictions (512 bytes)"]),
+    ("report-never-written", "cpu", "schedule-request", m_report_never_written,
+     ["(record-stat)", "reads host buffer report_losses bytes [0, 512)", "nothing wrote"]),
+    ("flag-not-zeroed", "cpu", "device-written", m_no_flag_memset, ["(nonfinite_check) argument flag", "reads plane flag bytes [0, 4)"]),
+    ("dresidual-not-zeroed", "cpu", "device-written", m_no_dresidual_memset,
+     ["(layernorm_backward) argument dinp", "piece update", "reads plane dresidual"]),
+    ("restore-before-forward", "cpu", "device-written", m_restore_first,
+     ["predict host step", "piece restore", "reads plane losses bytes [0, 512)"]),
+    ("layer-ahead", "cpu", "device-written", m_layer_ahead, ["(matmul_forward) argument inp", "reads plane ln1 bytes [16384, "]),
+    ("eps-word-table", "cpu", "learner-step-words", m_eps_word, ["(adamw): the eps word in the block", "the step-word table says"]),
+    ("step-word-offset", "cpu", "learner-step-words", m_step_word_offset,
+     ["(adamw): the step_size word is patched at parameter byte 60", "takes step_size at byte 64"]),
+    ("plan-eps", "cpu", "learner-step-words", m_plan_eps, ["(adamw): step words", "eps*S"]),
+    ("beta2-word", "cpu", "learner-step-words", m_beta2_word, ["(adamw): beta2 word 0x3f700000", "the learner's is 0x3f733333"]),
+    ("adamw-missing", "cpu", "learner-coverage", m_adamw_missing, ["never update params elements", "(tensor ln1b)"]),
+    ("adamw-doubled", "cpu", "learner-coverage", m_adamw_doubled, ["(adamw): updates params elements", "a second time"]),
+    ("adamw-shifted", "cpu", "learner-coverage", m_adamw_shifted, ["(adamw): updates params elements", "a second time"]),
+    ("adamw-params-elsewhere", "cpu", "learner-coverage", m_adamw_params_only, ["start at different elements"]),
+    ("count-into-next-tensor", "cpu", "device-extents", m_count_into_next_tensor,
+     ["(adamw) argument params", "runs from tensor wte", "into wpe of plane params"]),
+    ("count-into-next-layer", "cpu", "device-extents", m_count_into_next_layer,
+     ["(gelu_forward) argument out", "runs from layer 0 into layer 1 of plane fch_gelu"]),
+    ("rows-into-next-layer", "cpu", "device-extents", m_rows_into_next_layer,
+     ["(matmul_forward) argument out", "from layer 0 into layer 1 of plane qkv"]),
+    ("grid-too-small", "cpu", "device-geometry", m_grid_too_small, ["(adamw): grid [63, 1, 1]", "grid [64, 1, 1]"]),
+    ("grid-too-large", "cpu", "device-geometry", m_grid_too_large, ["(gelu_forward): grid", "the kernel covers its work"]),
+    ("block-too-small", "cpu", "device-geometry", m_block_too_small,
+     ["(layernorm_forward): grid", "block [128, 1, 1]", "block [256, 1, 1]"]),
+    ("lr-at-midpoint", None, "learner-schedule", m_lr_midpoint,
+     ["step 1 of the run: the host computes 0x3f800000, the exact step size is 0x3f800001"]),
+    ("lr-second-step", None, "learner-schedule", m_lr_second_step, ["step 2 of the run", "0x3f800001"]),
+    ("lr-continuation", None, "learner-schedule", m_lr_continuation,
+     ["step 5 (a continuation from a checkpoint at step 4 or before)"]),
+    ("arch-other-card", "h200", "card-arch", lambda c: with_profile(c, **target_profile("rtx3090")),
+     ["built for arch sm_90 (target h200)", "NVIDIA GeForce RTX 3090 is sm_86"]),
+    ("arch-kernel-info", "h200", "card-arch", lambda c: with_kernel_info(c, arch="sm_80"), ["realized for arch sm_80"]),
+    ("arch-cpu-on-h200", "cpu", "card-arch", lambda c: with_profile(c, **target_profile("h200")), ["built for arch numpy"]),
+    ("registers", "h200", "card-kernels", lambda c: with_profile(c, registers_per_block=4096),
+     ["registers per block", "NVIDIA H200 has 4096"]),
+    ("shared", "h200", "card-kernels", lambda c: with_profile(c, shared_bytes_per_block=1024),
+     ["shared bytes per block", "NVIDIA H200 has 1024"]),
+    ("block-too-big", "h200", "card-kernels",
+     lambda c: (command(c.plan, "update", kernel="adamw").__setitem__("block", [2048, 1, 1]), c.reencode())[1],
+     ["(adamw): grid", "block [2048, 1, 1] outside CUDA's limits"]),
+    ("max-threads", "h200", "card-kernels", lambda c: with_kernel_info(c, "adamw", max_threads=128), ["adamw", "128"]),
+    ("rtx3090-batch-64", "rtx3090-big", "card-memory", lambda c: c,
+     ["arena needs 38,483,632,384 bytes", "NVIDIA GeForce RTX 3090 has 25,447,170,048 available"]),
+    ("gb10-host-block", "gb10", "card-memory",
+     lambda c: with_profile(c, memory_bytes=c.plan["arena"]["bytes"] + c.plan["host"]["bytes"] - 1),
+     ["pinned host block", "1 too many"]),
+    ("alignment", "cpu", "card-memory", lambda c: with_profile(c, alignment=512), ["aligns planes to 256 bytes", "needs 512"]),
+    ("old-driver", "h200", "card-driver", lambda c: with_profile(c, driver_branch=470),
+     ["driver branch 470 on NVIDIA H200", "sm_90 cubins"]),
+    ("no-unified-addressing", "gb10", "card-driver", lambda c: with_profile(c, unified_addressing=False),
+     ["NVIDIA GB10: unified addressing is False", "system memory"]),
+    ("cpu-with-driver", "cpu", "card-driver", lambda c: with_profile(c, driver_branch=580),
+     ["numpy reference device needs no driver", "branch 580"]),
+]

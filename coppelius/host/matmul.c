@@ -1,0 +1,134 @@
+// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight (kernels.h).
+//
+// All three are one product, out[r][m] = bias[m] + sum_k a[r][k] * b[k][m], over float32 copies
+// of the fp16 operands:
+//   forward          a = inp (N,C)      b = weight^T (C,OC)   out (N,OC)
+//   backward_input   a = dout (N,OC)    b = weight (OC,C)     out (N,C)
+//   backward_weight  a = dout^T (OC,N)  b = inp (N,C)         out (OC,C)
+// Each output element is summed in order of k, one fused multiply-add (fmaf) per term, by the
+// one thread that owns its row: the sum is the same for any thread count, on x86-64 and on
+// AArch64. The loop over m is innermost, so the compiler vectorizes it across outputs (no
+// reassociation needed); ROWS rows share each load of b, TILE outputs stay in registers.
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels.h"
+#include "scratch.h"
+#include "threads.h"
+
+enum { ROWS = 4, TILE = 32 };
+
+typedef struct {
+    half* out;           // (rows, M) fp16
+    const float* a;      // (rows, K)
+    const float* b;      // (K, M)
+    const float* bias;   // (M) or NULL
+    int K, M;
+    int accumulate;      // out = round(out + product) instead of round(product)
+} product_job;
+
+// out rows [r0, r0 + rows) of one product, rows <= ROWS
+static void product_rows(const product_job* job, long r0, int rows) {
+    const int K = job->K, M = job->M;
+    float acc[ROWS][TILE];
+    for (int m0 = 0; m0 < M; m0 += TILE) {
+        int width = M - m0 < TILE ? M - m0 : TILE;
+        for (int r = 0; r < ROWS; r++)
+            for (int j = 0; j < TILE; j++) acc[r][j] = job->bias && j < width ? job->bias[m0 + j] : 0.0f;
+        if (width == TILE && rows == ROWS) {  // the common case: fixed trip counts the compiler unrolls
+            for (int k = 0; k < K; k++) {
+                const float* bk = job->b + (long)k * M + m0;
+                for (int r = 0; r < ROWS; r++) {
+                    float x = job->a[(r0 + r) * K + k];
+                    for (int j = 0; j < TILE; j++) acc[r][j] = fmaf(x, bk[j], acc[r][j]);
+                }
+            }
+        } else {
+            for (int k = 0; k < K; k++) {
+                const float* bk = job->b + (long)k * M + m0;
+                for (int r = 0; r < rows; r++) {
+                    float x = job->a[(r0 + r) * K + k];
+                    for (int j = 0; j < width; j++) acc[r][j] = fmaf(x, bk[j], acc[r][j]);
+                }
+            }
+        }
+        for (int r = 0; r < rows; r++) {
+            half* o = job->out + (r0 + r) * M + m0;
+            for (int j = 0; j < width; j++)
+                o[j] = float_to_half(job->accumulate ? half_to_float(o[j]) + acc[r][j] : acc[r][j]);
+        }
+    }
+}
+
+static void product_range(void* context, long start, long end) {
+    // items are blocks of ROWS rows (product() does the short last block)
+    const product_job* job = context;
+    for (long block = start; block < end; block++) product_rows(job, block * ROWS, ROWS);
+}
+
+static void product(product_job* job, long rows) {
+    long full = rows / ROWS;
+    parallel_for(full, 4, product_range, job);
+    if (rows % ROWS) product_rows(job, full * ROWS, (int)(rows % ROWS));
+}
+
+typedef struct { float* out; const half* in; int rows, cols; } transpose_job;
+
+// out (cols, rows) float32 = in (rows, cols) fp16, transposed; items are columns of `in`
+static void transpose_range(void* context, long start, long end) {
+    const transpose_job* job = context;
+    for (long c = start; c < end; c++)
+        for (int r = 0; r < job->rows; r++) job->out[c * job->rows + r] = half_to_float(job->in[(long)r * job->cols + c]);
+}
+
+static void transpose_to_floats(float* out, const half* in, int rows, int cols) {
+    transpose_job job = {out, in, rows, cols};
+    parallel_for(cols, 16, transpose_range, &job);
+}
+
+void matmul_forward(half* out, const half* inp, const half* weight, const half* bias, int N, int C, int OC) {
+    float* a = scratch(0, (long)N * C);
+    float* b = scratch(1, (long)C * OC);
+    float* bias_f = bias ? scratch(2, OC) : NULL;
+    halves_to_floats_parallel(a, inp, (long)N * C);
+    transpose_to_floats(b, weight, OC, C);
+    if (bias) halves_to_floats(bias_f, bias, OC);
+    product_job job = {out, a, b, bias_f, C, OC, 0};
+    product(&job, N);
+}
+
+void matmul_backward_input(half* dinp, const half* dout, const half* weight, int N, int C, int OC) {
+    float* a = scratch(0, (long)N * OC);
+    float* b = scratch(1, (long)OC * C);
+    halves_to_floats_parallel(a, dout, (long)N * OC);
+    halves_to_floats_parallel(b, weight, (long)OC * C);
+    product_job job = {dinp, a, b, NULL, OC, C, 0};
+    product(&job, N);
+}
+
+typedef struct { half* dbias; const float* a; int N; } bias_job;
+
+// dbias[oc] = sum over n of dout[n][oc], in order of n (rows of dout^T)
+static void bias_range(void* context, long start, long end) {
+    const bias_job* job = context;
+    for (long oc = start; oc < end; oc++) {
+        const float* row = job->a + oc * job->N;
+        float sum = 0.0f;
+        for (int n = 0; n < job->N; n++) sum += row[n];
+        job->dbias[oc] = float_to_half(sum);
+    }
+}
+
+void matmul_backward_weight(half* dweight, half* dbias, const half* dout, const half* inp, int N, int C, int OC,
+                            uint32_t accumulate) {
+    float* a = scratch(0, (long)OC * N);
+    float* b = scratch(1, (long)N * C);
+    transpose_to_floats(a, dout, N, OC);
+    halves_to_floats_parallel(b, inp, (long)N * C);
+    product_job job = {dweight, a, b, NULL, N, C, accumulate != 0};
+    product(&job, OC);
+    if (dbias) {
+        bias_job bj = {dbias, a, N};
+        parallel_for(OC, 16, bias_range, &bj);
+    }
+}

@@ -36,12 +36,51 @@ static void load_head_transposed(float* out, const half* base, long b, int h, in
         for (int d = 0; d < hs; d++) out[d * T + t] = half_to_float(base[((long)b * T + t) * width + h * hs + d]);
 }
 
-// s[u] = (q . k_u) * scale for u in [0, count): k transposed (hs, T), the loop over u vectorizes
+// s[u] = (q . k_u) * scale for u in [0, count): k transposed (hs, T), the loop over u vectorizes.
+// It runs to count rounded up to 8 (within T), so that no loop has a scalar tail; the keys past
+// count are computed and never used.
 static void scores(float* s, const float* q, const float* kt, int count, int T, int hs, float scale) {
+    count = (count + 7) / 8 * 8 < T ? (count + 7) / 8 * 8 : T;
     for (int u = 0; u < count; u++) s[u] = 0.0f;
     for (int d = 0; d < hs; d++)
         for (int u = 0; u < count; u++) s[u] = fmaf(q[d], kt[d * T + u], s[u]);
     for (int u = 0; u < count; u++) s[u] *= scale;
+}
+
+// rows[u] += w[u] x for u < count (rows of n floats; x never overlaps them), fixed n for the usual sizes
+static inline void add_scaled_rows_n(float* restrict rows, const float* restrict w, const float* restrict x,
+                                     int count, int n) {
+    for (int u = 0; u < count; u++)
+        for (int i = 0; i < n; i++) rows[u * n + i] = fmaf(w[u], x[i], rows[u * n + i]);
+}
+
+static void add_scaled_rows(float* rows, const float* w, const float* x, int count, int n) {
+    switch (n) {
+    case 16: add_scaled_rows_n(rows, w, x, count, 16); break;
+    case 32: add_scaled_rows_n(rows, w, x, count, 32); break;
+    case 64: add_scaled_rows_n(rows, w, x, count, 64); break;
+    default: add_scaled_rows_n(rows, w, x, count, n);
+    }
+}
+
+// y (n) = sum over u < count of w[u] rows[u] (count rows of n floats), in order of u. The usual
+// head sizes get a copy with n fixed, whose y stays in registers; the order of the sums is the same.
+static inline void accumulate_rows_n(float* restrict y, const float* restrict w, const float* restrict rows,
+                                     int count, int n) {
+    float sum[n];
+    for (int i = 0; i < n; i++) sum[i] = 0.0f;
+    for (int u = 0; u < count; u++)
+        for (int i = 0; i < n; i++) sum[i] = fmaf(w[u], rows[u * n + i], sum[i]);
+    for (int i = 0; i < n; i++) y[i] = sum[i];
+}
+
+static void accumulate_rows(float* y, const float* w, const float* rows, int count, int n) {
+    switch (n) {
+    case 16: accumulate_rows_n(y, w, rows, count, 16); break;
+    case 32: accumulate_rows_n(y, w, rows, count, 32); break;
+    case 64: accumulate_rows_n(y, w, rows, count, 64); break;
+    default: accumulate_rows_n(y, w, rows, count, n);
+    }
 }
 
 static void forward_range(void* context, long start, long end) {
@@ -62,11 +101,8 @@ static void forward_range(void* context, long start, long end) {
             float top = max_f(s, count);
             for (int u = 0; u < count; u++) e[u] = exp_f(s[u] - top);
             float lse = top + logf(sum_f(e, count));
-            for (int d = 0; d < hs; d++) y[d] = 0.0f;
-            for (int u = 0; u < count; u++) {
-                float p = exp_f(s[u] - lse);
-                for (int d = 0; d < hs; d++) y[d] = fmaf(p, v[u * hs + d], y[d]);
-            }
+            for (int u = 0; u < count; u++) e[u] = exp_f(s[u] - lse);  // the probabilities
+            accumulate_rows(y, e, v, count, hs);
             half* o = job->out + (b * T + t) * C + h * hs;
             for (int d = 0; d < hs; d++) o[d] = float_to_half(y[d]);
             job->lse[(b * NH + h) * T + t] = lse;
@@ -108,14 +144,9 @@ static void backward_range(void* context, long start, long end) {
             scores(dp, dyt, vt, count, T, hs, 1.0f);        // dp[u] = do_t . v_u
             float delta = dot_f(dyt, o + t * hs, hs);       // do_t . o_t
             for (int u = 0; u < count; u++) ds[u] = p[u] * (dp[u] - delta);
-            for (int d = 0; d < hs; d++) dq[d] = 0.0f;
-            for (int u = 0; u < count; u++) {
-                for (int d = 0; d < hs; d++) {
-                    dq[d] = fmaf(ds[u], k[u * hs + d], dq[d]);
-                    dk[u * hs + d] = fmaf(ds[u], qt[d], dk[u * hs + d]);
-                    dv[u * hs + d] = fmaf(p[u], dyt[d], dv[u * hs + d]);
-                }
-            }
+            accumulate_rows(dq, ds, k, count, hs);           // dq = sum_u ds[u] k_u (scaled below)
+            add_scaled_rows(dk, ds, qt, count, hs);          // dk_u += ds[u] q_t
+            add_scaled_rows(dv, p, dyt, count, hs);          // dv_u += p[u] do_t
             half* dqt = job->dqkv + (b * T + t) * 3 * C + h * hs;
             for (int d = 0; d < hs; d++) dqt[d] = float_to_half(dq[d] * scale);
         }

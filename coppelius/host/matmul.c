@@ -10,13 +10,14 @@
 // AArch64. The loop over m is innermost, so the compiler vectorizes it across outputs (no
 // reassociation needed); ROWS rows share each load of b, TILE outputs stay in registers.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels.h"
 #include "scratch.h"
 #include "threads.h"
 
-enum { ROWS = 4, TILE = 32 };
+enum { ROWS = 6, TILE = 16 };
 
 typedef struct {
     half* out;           // (rows, M) fp16
@@ -27,8 +28,8 @@ typedef struct {
     int accumulate;      // out = round(out + product) instead of round(product)
 } product_job;
 
-// out rows [r0, r0 + rows) of one product, rows <= ROWS
-static void product_rows(const product_job* job, long r0, int rows) {
+// out rows [r0, r0 + rows) of one product, rows <= ROWS; `rows_f` holds ROWS * M floats
+static void product_rows(const product_job* job, long r0, int rows, float* rows_f) {
     const int K = job->K, M = job->M;
     float acc[ROWS][TILE];
     for (int m0 = 0; m0 < M; m0 += TILE) {
@@ -52,24 +53,42 @@ static void product_rows(const product_job* job, long r0, int rows) {
                 }
             }
         }
-        for (int r = 0; r < rows; r++) {
-            half* o = job->out + (r0 + r) * M + m0;
-            for (int j = 0; j < width; j++)
-                o[j] = float_to_half(job->accumulate ? half_to_float(o[j]) + acc[r][j] : acc[r][j]);
-        }
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < width; j++) rows_f[r * M + m0 + j] = acc[r][j];
     }
+    // the stores in long contiguous loops, which vectorize (the tile loops above are too short)
+    half* out = job->out + r0 * M;
+    long count = (long)rows * M;
+    if (job->accumulate) {
+        float* old = rows_f + (long)ROWS * M;
+        halves_to_floats(old, out, count);
+        for (long i = 0; i < count; i++) rows_f[i] += old[i];
+    }
+    floats_to_halves(out, rows_f, count);
+}
+
+static float* rows_buffer(const product_job* job) {
+    float* buffer = malloc((size_t)ROWS * 2 * (size_t)job->M * sizeof(float));
+    if (!buffer) { fprintf(stderr, "cpu device: matmul: out of memory\n"); exit(71); }
+    return buffer;
 }
 
 static void product_range(void* context, long start, long end) {
     // items are blocks of ROWS rows (product() does the short last block)
     const product_job* job = context;
-    for (long block = start; block < end; block++) product_rows(job, block * ROWS, ROWS);
+    float* rows_f = rows_buffer(job);
+    for (long block = start; block < end; block++) product_rows(job, block * ROWS, ROWS, rows_f);
+    free(rows_f);
 }
 
 static void product(product_job* job, long rows) {
     long full = rows / ROWS;
     parallel_for(full, 4, product_range, job);
-    if (rows % ROWS) product_rows(job, full * ROWS, (int)(rows % ROWS));
+    if (rows % ROWS) {
+        float* rows_f = rows_buffer(job);
+        product_rows(job, full * ROWS, (int)(rows % ROWS), rows_f);
+        free(rows_f);
+    }
 }
 
 typedef struct { float* out; const half* in; int rows, cols; } transpose_job;

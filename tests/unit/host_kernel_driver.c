@@ -6,9 +6,11 @@
 //   driver DIR RUNS THREADS        DIR/kernel.txt names the kernel, DIR/scalars.bin holds its scalar
 //                                  words in order, DIR/NAME.bin each pointer's bytes (absent: null).
 //                                  Each run reloads every buffer, launches, and writes DIR/NAME.RUN.out.
+//   driver DIR RUNS THREADS --time  loads once, launches RUNS times, prints "microseconds per launch X"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "catalog.h"
 #include "threads.h"
@@ -44,7 +46,8 @@ int main(int argc, char** argv) {
         print_catalog();
         return 0;
     }
-    if (argc != 4) fail("usage:", "driver DIR RUNS THREADS | driver --catalog");
+    int timing = argc == 5 && strcmp(argv[4], "--time") == 0;
+    if (argc != 4 && !timing) fail("usage:", "driver DIR RUNS THREADS [--time] | driver --catalog");
     const char* dir = argv[1];
     int runs = atoi(argv[2]);
     threads_start(atoi(argv[3]));
@@ -85,8 +88,10 @@ int main(int argc, char** argv) {
             memcpy(block + at, scalars + 4 * s++, 4);
         }
     }
+    struct timespec started, finished;
+    clock_gettime(CLOCK_MONOTONIC, &started);
     for (int run = 0; run < runs; run++) {
-        for (int i = 0; i < abi->count; i++)
+        for (int i = 0; i < abi->count && (!timing || run == 0); i++)
             if (input[i]) memcpy(arena + offset[i], input[i], (size_t)bytes[i]);
         launch_args args;
         char error[512];
@@ -94,7 +99,7 @@ int main(int argc, char** argv) {
             run_launch(&args, (uint64_t)(uintptr_t)arena, (uint64_t)(uintptr_t)arena + arena_bytes, error,
                        sizeof error) != 0)
             fail("launch refused:", error);
-        for (int i = 0; i < abi->count; i++) {
+        for (int i = 0; i < abi->count && !timing; i++) {
             if (!input[i]) continue;
             snprintf(path, sizeof path, "%s/%s.%d.out", dir, abi->params[i].name, run);
             FILE* f = fopen(path, "wb");
@@ -102,6 +107,10 @@ int main(int argc, char** argv) {
             fclose(f);
         }
     }
+    clock_gettime(CLOCK_MONOTONIC, &finished);
+    if (timing)
+        printf("microseconds per launch %.2f\n", ((finished.tv_sec - started.tv_sec) * 1e9 +
+                                                  (finished.tv_nsec - started.tv_nsec)) / 1e3 / runs);
     threads_stop();
     return 0;
 }

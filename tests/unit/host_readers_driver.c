@@ -1,0 +1,79 @@
+// host_readers_driver.c: the host runtime's readers (coppelius/host: sha256.c, tokens.c,
+// publish.c, self.c) run on files named on the command line, for tests/unit/test_host_readers.py.
+//
+//   driver sha256 FILE                       the file's sha256, fed in chunks of 1, 2, 3, ... bytes
+//   driver tokens FILE VOCAB START COUNT     "count N", or the refusal
+//   driver publish PATH TEXT                 publish TEXT at PATH atomically
+//   driver abandon PATH TEXT                 write TEXT to a publication of PATH, then abort it
+//   driver self PATH                         verify PATH as a host ELF; one line per section
+// A refusal is one line on stderr and exit status 1; a usage error exit status 2.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "publish.h"
+#include "self.h"
+#include "sha256.h"
+#include "tokens.h"
+
+static int refuse(const failure* f) {
+    fprintf(stderr, "%s\n", f->line);
+    return 1;
+}
+
+static int hash_file(const char* path) {
+    FILE* file = fopen(path, "rb");
+    if (!file) return 2;
+    sha256_context c;
+    sha256_init(&c);
+    unsigned char buffer[4096];
+    size_t chunk = 1, got;
+    while ((got = fread(buffer, 1, chunk, file)) > 0) {
+        sha256_update(&c, buffer, got);
+        chunk = chunk % 200 + 1;  // chunk sizes across block boundaries
+    }
+    fclose(file);
+    uint8_t digest[32];
+    char hex[65];
+    sha256_final(&c, digest);
+    sha256_hex(digest, hex);
+    printf("%s\n", hex);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    failure f;
+    if (argc == 3 && strcmp(argv[1], "sha256") == 0) return hash_file(argv[2]);
+    if (argc == 6 && strcmp(argv[1], "tokens") == 0) {
+        token_stream stream;
+        if (tokens_open(argv[2], &stream, &f) != 0) return refuse(&f);
+        int status = tokens_check_vocab(&stream, atoll(argv[4]), atoll(argv[5]), atoi(argv[3]), &f);
+        if (status == 0) printf("count %lld\n", (long long)stream.count);
+        tokens_close(&stream);
+        return status == 0 ? 0 : refuse(&f);
+    }
+    if (argc == 4 && strcmp(argv[1], "publish") == 0)
+        return publish_bytes(argv[2], argv[3], strlen(argv[3]), &f) == 0 ? 0 : refuse(&f);
+    if (argc == 4 && strcmp(argv[1], "abandon") == 0) {
+        publication p;
+        if (publication_begin(&p, argv[2], &f) != 0 || publication_write(&p, argv[3], strlen(argv[3]), &f) != 0)
+            return refuse(&f);
+        publication_abort(&p);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "self") == 0) {
+        self_image image;
+        if (self_open(argv[2], &image, &f) != 0) return refuse(&f);
+        for (int i = 0; i < image.count; i++) {
+            uint8_t digest[32];
+            char hex[65];
+            sha256(image.sections[i].data, image.sections[i].bytes, digest);
+            sha256_hex(digest, hex);
+            printf("%s %llu %s\n", image.sections[i].name, (unsigned long long)image.sections[i].bytes, hex);
+        }
+        self_close(&image);
+        return 0;
+    }
+    fprintf(stderr, "usage: driver sha256|tokens|publish|abandon|self ...\n");
+    return 2;
+}

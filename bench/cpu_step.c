@@ -9,8 +9,9 @@
 //
 //   cpu_step DIR CHECKPOINT TOKENS THREADS
 // DIR holds launches, relocations, commands, ring, step_words, planes, buffers, program .bin
-// and run.txt: "arena_bytes host_bytes lr beta1 beta2 tokens_per_step step_losses_buffer".
-// Prints one line per step ("step T loss L") and "tokens_per_second X" over the update steps.
+// and run.txt: "arena_bytes host_bytes lr beta1 beta2 tokens_per_step step_losses_buffer step_flag_buffer".
+// Prints one line per step ("step T loss L", "skipped" when its gradients were not finite) and
+// "tokens_per_second X" over the steps (from the step size's patch to the step's loss).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ typedef struct {
     token_stream tokens;
     uint64_t cursor, t, tokens_per_step, steps;
     double lr, beta1, beta2, started, update_seconds;
-    uint32_t losses_buffer;
+    uint32_t losses_buffer, flag_buffer;
     failure f;
 } bench;
 
@@ -96,7 +97,9 @@ static int step(void* context, const program_step* s) {
         const float* losses = (const float*)cpu_device_buffer(&b->device, b->losses_buffer, &bytes);
         double sum = 0.0;
         for (uint64_t i = 0; i < b->tokens_per_step; i++) sum += losses[i];
-        printf("step %llu loss %.6f\n", (unsigned long long)b->t, sum / (double)b->tokens_per_step);
+        int32_t skipped = *(const int32_t*)cpu_device_buffer(&b->device, b->flag_buffer, &bytes);
+        printf("step %llu loss %.6f%s\n", (unsigned long long)b->t, sum / (double)b->tokens_per_step,
+               skipped ? " skipped" : "");
         return 0;
     }
     default:  // write, checkpoint-begin/-publish, write-status, write-timestamps, operation: not benchmarked
@@ -113,8 +116,11 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof path, "%s/run.txt", dir);
     FILE* run = fopen(path, "r");
     unsigned long long arena_bytes, host_bytes, tokens_per_step;
-    if (!run || fscanf(run, "%llu %llu %lf %lf %lf %llu %u", &arena_bytes, &host_bytes, &b.lr, &b.beta1, &b.beta2,
-                       &tokens_per_step, &b.losses_buffer) != 7) { fprintf(stderr, "cpu_step: bad %s\n", path); return 1; }
+    if (!run || fscanf(run, "%llu %llu %lf %lf %lf %llu %u %u", &arena_bytes, &host_bytes, &b.lr, &b.beta1, &b.beta2,
+                       &tokens_per_step, &b.losses_buffer, &b.flag_buffer) != 8) {
+        fprintf(stderr, "cpu_step: bad %s\n", path);
+        return 1;
+    }
     fclose(run);
     b.tokens_per_step = tokens_per_step;
     device_tables t;

@@ -76,7 +76,7 @@ def write_tables(paths: dict, out: Path) -> None:
     learner = {k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")}
     (out / "run.txt").write_text(f"{plan['arena']['bytes']} {plan['host']['bytes']} {learner['lr']!r} "
                                  f"{learner['beta1']!r} {learner['beta2']!r} {plan['run']['tokens_per_step']} "
-                                 f"{buffers.index('step_losses')}\n")
+                                 f"{buffers.index('step_losses')} {buffers.index('step_flag')}\n")
 
 
 def main() -> None:
@@ -98,14 +98,18 @@ def main() -> None:
                         [ROOT / "bench/cpu_step.c"], program, include_dirs=[HOST_DIR])
         run = subprocess.run([str(program), str(tables), paths["checkpoint"], paths["train"], str(options.threads)],
                              capture_output=True, text=True, check=True)
-        native = {int(line.split()[1]): float(line.split()[3]) for line in run.stdout.splitlines() if line.startswith("step")}
+        steps = [line.split() for line in run.stdout.splitlines() if line.startswith("step ")]
+        native = {int(s[1]): float(s[3]) for s in steps}
+        skipped = {int(s[1]) for s in steps if s[-1] == "skipped"}
         rate = float(run.stdout.split("tokens_per_second")[1])
         if options.compare:
             from coppelius.runtime.interpreter import run as interpret
             record = interpret(paths["elf"], paths["checkpoint"], paths["train"], str(work / "python"))
-            print(f"{'step':>5} {'native loss':>12} {'numpy loss':>12}")
+            print(f"{'step':>5} {'native loss':>12} {'numpy loss':>12}  (* skipped: gradients not finite)")
             for entry in record["steps"]:
-                print(f"{entry['t']:>5} {native[entry['t']]:>12.6f} {entry['loss']:>12.6f}")
+                t = entry["t"]
+                print(f"{t:>5} {native[t]:>12.6f}{'*' if t in skipped else ' '} {entry['loss']:>12.6f}"
+                      f"{'*' if entry['skipped'] else ''}")
             print(f"numpy host: {record['tokens_per_second']:,.0f} tokens/s")
         else:
             print("losses:", " ".join(f"{native[t]:.4f}" for t in sorted(native)))

@@ -14,13 +14,17 @@ typedef uint16_t half;  // the raw bits of a binary16 value
 static inline uint32_t float_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float bits_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-// binary16 -> binary32: exponent and mantissa moved into place, then one exact multiplication
-// by 2^112 rebiases the exponent (15 -> 127) and turns half subnormals into float normals.
+// binary16 -> binary32: exponent and mantissa moved into place and the exponent rebiased
+// (15 -> 127). A half subnormal becomes a float normal 2^-14 (1 + m/1024), from which 2^-14 is
+// subtracted exactly. No step computes on a float subnormal: those cost a microcode assist on x86.
 static inline float half_to_float(half h) {
-    float magnitude = bits_float((uint32_t)(h & 0x7fff) << 13) * 0x1p112f;
-    uint32_t u = float_bits(magnitude);
-    if (magnitude >= 65536.0f) u |= 0x7f800000u;  // half infinity or NaN: float exponent all ones
-    return bits_float(u | (uint32_t)(h & 0x8000) << 16);
+    uint32_t shifted = (uint32_t)(h & 0x7fff) << 13;
+    uint32_t exponent = shifted & 0x0f800000u;
+    uint32_t u = shifted + 0x38000000u;                   // (127 - 15) << 23
+    u = exponent == 0x0f800000u ? u + 0x38000000u : u;     // infinity, NaN: exponent all ones
+    float subnormal = bits_float(u + 0x00800000u) - 0x1p-14f;
+    float magnitude = exponent == 0 ? subnormal : bits_float(u);
+    return bits_float(float_bits(magnitude) | (uint32_t)(h & 0x8000) << 16);
 }
 
 // binary32 -> binary16, round to nearest even.

@@ -254,3 +254,30 @@ def test_the_aarch64_build_computes_the_same_bits(driver, aarch64_driver, tmp_pa
                            runs=1, threads=2)[0]
     for name in arrays:
         assert emulated[name].tobytes() == native[name].tobytes(), f"{kernel}.{name} differs between machines"
+
+
+def test_every_half_converts_exactly(driver, tmp_path):
+    """All 65536 binary16 values through half -> float -> half (residual_forward with +0), as numpy does it:
+    subnormals, infinities and NaNs included (a NaN stays a NaN of its sign)."""
+    halves = np.arange(65536, dtype=np.uint16).view(np.float16)
+    arrays = {"out": np.zeros(65536, np.float16), "inp1": halves.copy(), "inp2": np.zeros(65536, np.float16)}
+    got = _run_driver(driver, tmp_path, "residual_forward", arrays, {"N": 65536}, runs=1, threads=2)[0]["out"]
+    expected = (halves.astype(np.float32) + np.float32(0)).astype(np.float16)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan) and np.array_equal(np.signbit(got[nan]), np.signbit(expected[nan]))
+    assert got[~nan].tobytes() == expected[~nan].tobytes()
+
+
+def test_floats_round_to_the_nearest_even_half(driver, tmp_path):
+    """cast_half on a million float bit patterns (every exponent, ties included) against numpy's astype."""
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2 ** 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    bits[:4096] = (np.arange(4096, dtype=np.uint32) << 13) | 0x33000000  # exact halfway cases near the subnormals
+    floats = bits.view(np.float32)
+    got = _run_driver(driver, tmp_path, "cast_half", {"out": np.zeros(floats.size, np.float16), "inp": floats},
+                      {"N": floats.size}, runs=1, threads=2)[0]["out"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = floats.astype(np.float16)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan)
+    assert got[~nan].tobytes() == expected[~nan].tobytes()

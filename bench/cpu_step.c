@@ -47,7 +47,8 @@ static uint8_t* load(const char* dir, const char* name, uint64_t* bytes) {
     long size = ftell(file);
     fseek(file, 0, SEEK_SET);
     uint8_t* data = malloc((size_t)size + 1);
-    if (!data || fread(data, 1, (size_t)size, file) != (size_t)size) { fprintf(stderr, "cpu_step: cannot read %s\n", path); exit(1); }
+    if (!data || fread(data, 1, (size_t)size, file) != (size_t)size) { fprintf(stderr, "cpu_step: cannot read %s\n",
+            path); exit(1); }
     fclose(file);
     *bytes = (uint64_t)size;
     return data;
@@ -71,7 +72,8 @@ static int step(void* context, const program_step* s) {
         return 0;
     case STEP_READ: {
         uint8_t* into = cpu_device_buffer(&b->device, s->buffer, &bytes);
-        if (fseek(b->checkpoint, (long)(4096 + s->offset), SEEK_SET) != 0 || fread(into, 1, s->bytes, b->checkpoint) != s->bytes)
+        if (fseek(b->checkpoint, (long)(4096 + s->offset), SEEK_SET) != 0 || fread(into, 1, s->bytes,
+                b->checkpoint) != s->bytes)
             return fail(&b->f, "checkpoint: payload bytes [%llu, +%llu) cannot be read", (unsigned long long)s->offset,
                         (unsigned long long)s->bytes), 1;
         return 0;

@@ -100,7 +100,8 @@ def link_host_executable(path, machine: str, identity: dict, sections: dict) -> 
         lines += [f'.section {NOTE_SECTION},"",@note', ".balign 4", '.incbin "note.bin"']
         for i, (name, blob) in enumerate(blobs.items()):
             (work / f"section{i}.bin").write_bytes(blob)
-            lines += [f'.section {SECTION_PREFIX}{name},"",@progbits', f".balign {DATA_ALIGN}", f'.incbin "section{i}.bin"']
+            lines += [f'.section {SECTION_PREFIX}{name},"",@progbits', f".balign {DATA_ALIGN}",
+                      f'.incbin "section{i}.bin"']
         assembler = work / "sections.S"
         assembler.write_text("\n".join(lines) + "\n")
         out = work / "host.elf"

@@ -25,14 +25,16 @@ static int sizes_ok(const device_tables* t, const char* where, failure* f) {
 }
 
 // [offset, offset + bytes) lies in [0, limit)
-static int inside(uint64_t offset, uint64_t bytes, uint64_t limit) { return offset <= limit && bytes <= limit - offset; }
+static int inside(uint64_t offset, uint64_t bytes,
+                  uint64_t limit) { return offset <= limit && bytes <= limit - offset; }
 
 static int check_planes_and_buffers(cpu_device* d, const char* where, failure* f) {
     for (uint32_t i = 0; i < d->t.planes.count; i++) {
         plane_record* p = record(&d->t.planes, i);
         if (!inside(p->offset, p->bytes, d->arena_bytes))
             return fail(f, "%s: plane %u [%llu, +%llu) is outside the %llu-byte arena; " REBUILD, where, i,
-                        (unsigned long long)p->offset, (unsigned long long)p->bytes, (unsigned long long)d->arena_bytes);
+                        (unsigned long long)p->offset, (unsigned long long)p->bytes,
+                        (unsigned long long)d->arena_bytes);
     }
     for (uint32_t i = 0; i < d->t.buffers.count; i++) {
         buffer_record* b = record(&d->t.buffers, i);
@@ -78,7 +80,8 @@ static int check_commands(cpu_device* d, const char* where, failure* f) {
             if (!param_is_pointer(abi->params[p].kind) || args.address[p] == 0) continue;
             uint64_t bytes = (uint64_t)elements[p] * (uint64_t)param_element_bytes(abi->params[p].kind);
             if (args.address[p] < low || !inside(args.address[p] - low, bytes, high - low))
-                return fail(f, "%s: launch %u (%s) %s covers %llu bytes at arena offset %lld, outside the arena; " REBUILD,
+                return fail(f,
+                            "%s: launch %u (%s) %s covers %llu bytes at arena offset %lld, outside the arena; " REBUILD,
                             where, i, abi->name, abi->params[p].name, (unsigned long long)bytes,
                             (long long)(args.address[p] - low));
         }
@@ -102,7 +105,8 @@ static int check_commands(cpu_device* d, const char* where, failure* f) {
             }
         }
         if (!ok)
-            return fail(f, "%s: command %u (op %u, src %u, dst %u, %llu bytes) is outside its planes or buffers; " REBUILD,
+            return fail(f,
+                        "%s: command %u (op %u, src %u, dst %u, %llu bytes) is outside its planes or buffers; " REBUILD,
                         where, i, c->op, c->src, c->dst, (unsigned long long)c->bytes);
     }
     for (uint32_t i = 0; i < d->t.ring.count; i++) {
@@ -113,7 +117,8 @@ static int check_commands(cpu_device* d, const char* where, failure* f) {
     }
     for (uint32_t i = 0; i < d->t.step_words.count; i++) {
         step_word_record* w = record(&d->t.step_words, i);
-        if (!inside(w->step_size_offset, 4, d->t.launches.blob_bytes) || !inside(w->eps_offset, 4, d->t.launches.blob_bytes))
+        if (!inside(w->step_size_offset, 4, d->t.launches.blob_bytes) || !inside(w->eps_offset, 4,
+                d->t.launches.blob_bytes))
             return fail(f, "%s: step word %u is outside the parameter blob; " REBUILD, where, i);
     }
     return 0;

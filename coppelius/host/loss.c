@@ -65,7 +65,8 @@ static void backward_range(void* context, long start, long end) {
         check_target("crossentropy_backward", n, target, job->V);
         float total = softmax_terms(z, e, job->logits + n * job->Vp, job->V);
         half* d = job->dlogits + n * job->Vp;
-        for (int j = 0; j < job->V; j++) d[j] = float_to_half((e[j] / total - (j == target ? 1.0f : 0.0f)) * job->scale);
+        for (int j = 0; j < job->V; j++)
+            d[j] = float_to_half((e[j] / total - (j == target ? 1.0f : 0.0f)) * job->scale);
         for (int j = job->V; j < job->Vp; j++) d[j] = 0;
     }
     free(z);

@@ -12,7 +12,9 @@
 static const char NOTE_NAME[] = "Coppelius";  // and its NUL: namesz 10
 
 static uint16_t u16(const uint8_t* p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t u32(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t u32(const uint8_t* p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static uint64_t u64(const uint8_t* p) { return u32(p) | (uint64_t)u32(p + 4) << 32; }
 
 static int read_whole(const char* path, self_image* image, failure* f) {
@@ -33,7 +35,8 @@ static int read_whole(const char* path, self_image* image, failure* f) {
     fclose(file);
     if (!data || failed) {
         free(data);
-        return fail(f, "%s: cannot read the host ELF (%s); check the file", path, failed ? "read error" : "out of memory");
+        return fail(f, "%s: cannot read the host ELF (%s); check the file", path,
+                    failed ? "read error" : "out of memory");
     }
     image->file = data, image->file_bytes = used;
     return 0;
@@ -111,16 +114,19 @@ static int read_note_json(self_image* image, const char* text, size_t n, failure
                 size_t name_length, hex_length;
                 if (plain_string(text, at, &inner, &name, &name_length) != 0 || text[inner++] != ':' ||
                     plain_string(text, at, &inner, &hex, &hex_length) != 0 || hex_length != 64 || name_length > 200)
-                    return fail(f, "%s: .note.coppelius sections are malformed at byte %zu; " REBUILD, image->path, inner);
+                    return fail(f, "%s: .note.coppelius sections are malformed at byte %zu; " REBUILD, image->path,
+                                inner);
                 if (image->count == MAX_SECTIONS)
-                    return fail(f, "%s: .note.coppelius lists more than %d sections; " REBUILD, image->path, MAX_SECTIONS);
+                    return fail(f, "%s: .note.coppelius lists more than %d sections; " REBUILD, image->path,
+                                MAX_SECTIONS);
                 char full[256];
                 snprintf(full, sizeof full, ".coppelius.%.*s", (int)name_length, name);
                 section* s = &image->sections[image->count++];
                 uint32_t type;
                 s->data = find_section(image, full, &s->bytes, &type);
                 if (!s->data || type != 1)
-                    return fail(f, "%s: section %s, listed in .note.coppelius, is missing; " REBUILD, image->path, full);
+                    return fail(f, "%s: section %s, listed in .note.coppelius, is missing; " REBUILD, image->path,
+                                full);
                 uint8_t digest[32];
                 char got[65];
                 sha256(s->data, s->bytes, digest);
@@ -176,7 +182,8 @@ static int check_headers(self_image* image, failure* f) {
     uint64_t shoff = u64(h + 40);
     uint16_t entry = u16(h + 58), count = u16(h + 60), strings = u16(h + 62);
     if (entry != 64 || count < 2 || !in_file(image, shoff, 64 * (uint64_t)count) || strings >= count)
-        return fail(f, "%s: section header table (e_shoff %llu, e_shnum %u, e_shentsize %u, e_shstrndx %u) does not fit "
+        return fail(f,
+                    "%s: section header table (e_shoff %llu, e_shnum %u, e_shentsize %u, e_shstrndx %u) does not fit "
                     "the file's %llu bytes: it is truncated or damaged; " REBUILD, path, (unsigned long long)shoff,
                     count, entry, strings, (unsigned long long)image->file_bytes);
     const uint8_t* names = h + shoff + 64 * (uint64_t)strings;
@@ -209,7 +216,8 @@ static int check_note(self_image* image, failure* f) {
     uint32_t type;
     const uint8_t* note = find_section(image, ".note.coppelius", &bytes, &type);
     if (!note || type != 7)
-        return fail(f, "%s: section .note.coppelius (SHT_NOTE) is missing; this is not a host ELF: " REBUILD, image->path);
+        return fail(f, "%s: section .note.coppelius (SHT_NOTE) is missing; this is not a host ELF: " REBUILD,
+                    image->path);
     const uint8_t* desc[2] = {0};
     uint32_t desc_bytes[2] = {0};
     uint64_t at = 0;

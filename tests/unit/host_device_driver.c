@@ -24,7 +24,8 @@ static uint8_t* load(const char* dir, const char* name, uint64_t* bytes) {
     long size = ftell(file);
     fseek(file, 0, SEEK_SET);
     uint8_t* data = malloc((size_t)size + 1);
-    if (!data || fread(data, 1, (size_t)size, file) != (size_t)size) { fprintf(stderr, "driver: cannot read %s\n", path); exit(2); }
+    if (!data || fread(data, 1, (size_t)size, file) != (size_t)size) { fprintf(stderr, "driver: cannot read %s\n",
+            path); exit(2); }
     fclose(file);
     *bytes = (uint64_t)size;
     return data;
@@ -41,7 +42,8 @@ static void save(const char* dir, const char* name, const uint8_t* data, uint64_
 static int print_step(void* context, const program_step* s) {
     (void)context;
     printf("%s %u %u %u %llu %llu %llu %u %u\n", STEP_NAMES[s->op], s->ring, s->buffer, s->file,
-           (unsigned long long)s->count, (unsigned long long)s->offset, (unsigned long long)s->bytes, s->value, s->body);
+           (unsigned long long)s->count, (unsigned long long)s->offset, (unsigned long long)s->bytes, s->value,
+           s->body);
     return 0;
 }
 

@@ -83,8 +83,10 @@ def test_the_walker_yields_what_the_document_s_walker_yields(driver, tmp_path, o
     assert run.stdout.splitlines() == expected and len(expected) > 6
 
 
-@pytest.mark.parametrize("bad, named", [(_step("submit", ring=2), "ring is 2"), (_step("fill", buffer=6), "buffer is 6"),
-                                        (_step("repeat", count=1, body=5), "body is 5"), ((99, 0, 0, 0, 0, 0, 0, 0, 0), "op is 99"),
+@pytest.mark.parametrize("bad, named", [(_step("submit", ring=2), "ring is 2"), (_step("fill", buffer=6),
+        "buffer is 6"),
+                                        (_step("repeat", count=1, body=5), "body is 5"), ((99, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                "op is 99"),
                                         (_step("record-stat", value=4), "stat kind")])
 def test_a_malformed_program_is_refused_in_one_line(driver, tmp_path, bad, named):
     (tmp_path / "program.bin").write_bytes(_table("program", [_step("fill", buffer=1), bad, _step("end")]))
@@ -124,7 +126,8 @@ def _tables(tmp_path, overrides=None):
                 (0, 1, 0, 0, 0, 0, 0, 0, 0),
                 (2, 0, 0, 3, 0, 0, 4 * M, 0, 0), (2, 0, 0, 6, 4 * M, 0, 2 * M, 0, 0)]
     tables = {"launches": _table("launches", launches, bytes(blob)), "relocations": _table("relocations", relocations),
-              "commands": _table("commands", commands), "ring": _table("ring", [(0, 0, 4), (1, 4, 3), (2, 7, 1), (3, 8, 2)]),
+              "commands": _table("commands", commands), "ring": _table("ring", [(0, 0, 4), (1, 4, 3), (2, 7, 1), (3, 8,
+                      2)]),
               "step_words": _table("step_words", [(1, step_size_at, step_size_at + 4, 0, 0)]),
               "planes": _table("planes", PLANES), "buffers": _table("buffers", BUFFERS)}
     tables.update(overrides or {})

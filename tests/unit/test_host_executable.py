@@ -77,7 +77,8 @@ def test_it_verifies_itself(linked):
     inspected = E.describe(path)
     assert lines[0] == inspected[0]
     assert lines[2:] == [line for line in inspected if line.startswith("section ")]
-    assert lines[1] == 'identity: {"arch":"numpy","card":"numpy reference","plan_sha256":"' + "a" * 64 + '","target":"cpu"}'
+    assert lines[1] == ('identity: {"arch":"numpy","card":"numpy reference","plan_sha256":"' + "a" * 64 +
+                        '","target":"cpu"}')
     refused = _execute(machine, path, "--checkpoint", "x")
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "--verify" in refused.stderr
 

@@ -94,7 +94,8 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         out, lse = np.zeros(N * C, np.float16), np.zeros(B * NH * T, np.float32)
         cpu.attention_forward(out, lse, qkv, B, T, C, NH)
         if kernel == "attention_forward":
-            return {"out": np.zeros_like(out), "lse": np.zeros_like(lse), "qkv": qkv}, {"B": B, "T": T, "C": C, "NH": NH}
+            return {"out": np.zeros_like(out), "lse": np.zeros_like(lse), "qkv": qkv}, {"B": B, "T": T, "C": C,
+                    "NH": NH}
         return {"dqkv": np.zeros(N * 3 * C, np.float16), "dout": _half(rng, B, T, C), "qkv": qkv, "out": out,
                 "lse": lse}, {"B": B, "T": T, "C": C, "NH": NH}
     if kernel in ("gelu_forward", "gelu_backward", "residual_forward"):
@@ -121,7 +122,8 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         grads[1234] = np.float16(np.inf)
         return {"flag": np.zeros(1, np.int32), "grads": grads}, {"N": n}
     if kernel == "adamw":
-        return {"params": rng.standard_normal(n).astype(np.float32), "m": rng.standard_normal(n).astype(np.float32) * 0.1,
+        return {"params": rng.standard_normal(n).astype(np.float32),
+                "m": rng.standard_normal(n).astype(np.float32) * 0.1,
                 "v": rng.random(n).astype(np.float32) * 0.01, "grads": _half(rng, n), "half": np.zeros(n, np.float16),
                 "flag": np.zeros(1, np.int32)}, \
             {"N": n, "beta1": np.float32(0.9), "beta2": np.float32(0.95), "decay": np.float32(3e-4),
@@ -138,7 +140,8 @@ def _scalar_words(kernel: str, scalars: dict) -> bytes:
         if kind in PTR_KINDS:
             continue
         value = scalars[name]
-        words.append(np.float32(value).tobytes() if kind == "f32" else np.array(value, "<u4" if kind == "u32" else "<i4").tobytes())
+        words.append(np.float32(value).tobytes() if kind == "f32" else np.array(value,
+                "<u4" if kind == "u32" else "<i4").tobytes())
     return b"".join(words)
 
 

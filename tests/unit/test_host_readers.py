@@ -23,7 +23,8 @@ SECTIONS = {"launches": bytes(range(256)) * 3 + b"tail", "ring": b"\x01\x02\x03"
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
     out = tmp_path_factory.mktemp("readers") / "driver"
-    compile_program(host_machine(), [HOST_DIR / s for s in SOURCES] + [Path(__file__).with_name("host_readers_driver.c")],
+    compile_program(host_machine(),
+                    [HOST_DIR / s for s in SOURCES] + [Path(__file__).with_name("host_readers_driver.c")],
                     out, include_dirs=[HOST_DIR])
     return str(out)
 
@@ -121,7 +122,8 @@ def test_a_host_elf_is_verified_section_by_section(driver, tmp_path):
     path = tmp_path / "host.elf"
     E.write_host_elf(path, "x86_64", IDENTITY, SECTIONS)
     lines = _run(driver, "self", path).stdout.splitlines()
-    assert lines == [f"{name} {len(data)} {hashlib.sha256(data).hexdigest()}" for name, data in sorted(SECTIONS.items())]
+    assert lines == [f"{name} {len(data)} {hashlib.sha256(data).hexdigest()}" for name,
+                     data in sorted(SECTIONS.items())]
 
 
 def test_every_damaged_byte_of_the_note_and_sections_is_refused(driver, tmp_path):

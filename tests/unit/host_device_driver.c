@@ -1,6 +1,7 @@
 // host_device_driver.c: the cpu device and the host-program walker of coppelius/host run on
 // tables read from files (docs/formats.md layouts), for tests/unit/test_host_device.py.
 //
+//   driver step-size LR BETA1 BETA2 T...          the binary32 step size of each T, as hex bits
 //   driver walk DIR train|predict RINGS BUFFERS   walk DIR/program.bin; print each step yielded
 //   driver issue DIR ARENA HOST STEP_SIZE RING... load DIR/{launches,relocations,commands,ring,
 //                                                 step_words,planes,buffers}.bin and DIR/host.bin,
@@ -56,6 +57,16 @@ static int read_table(const char* dir, const char* name, const char magic[8], ui
 
 int main(int argc, char** argv) {
     failure f;
+    if (argc >= 6 && strcmp(argv[1], "step-size") == 0) {
+        for (int i = 5; i < argc; i++) {
+            float word = step_size(strtod(argv[2], NULL), strtod(argv[3], NULL), strtod(argv[4], NULL),
+                                   strtoull(argv[i], NULL, 10));
+            uint32_t bits;
+            memcpy(&bits, &word, 4);
+            printf("%08x\n", bits);
+        }
+        return 0;
+    }
     if (argc == 6 && strcmp(argv[1], "walk") == 0) {
         table records;
         program p;

@@ -12,6 +12,7 @@ import pytest
 from coppelius.formats.elf import host_machine
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.kernels import reference as ref
+from coppelius.learner import step_size_host
 
 OPS = {name: code for code, name in enumerate(
     ["submit", "reissue", "repeat", "read", "read-at-cursor", "cursor-from-checkpoint", "cursor-advance",
@@ -198,3 +199,13 @@ def test_a_launch_whose_buffers_leave_the_arena_is_refused_at_load(driver, tmp_p
     (tmp_path / "launches.bin").write_bytes(bad)
     run = _issue(driver, tmp_path, bytes(HOST), "-")
     assert run.returncode == 1 and "table magic" in run.stderr
+
+
+@pytest.mark.parametrize("lr, beta1, beta2", [("3/1000", "9/10", "95/100"), ("6/10000", "9/10", "999/1000")])
+def test_the_step_size_rule_gives_the_python_host_s_bits(driver, lr, beta1, beta2):
+    from fractions import Fraction
+    lr, beta1, beta2 = (float(Fraction(x)) for x in (lr, beta1, beta2))
+    steps = [1, 2, 3, 10, 99, 1000, 4097, 10 ** 6]
+    run = subprocess.run([driver, "step-size", repr(lr), repr(beta1), repr(beta2), *map(str, steps)],
+                         capture_output=True, text=True, check=True)
+    assert run.stdout.split() == [f"{int(step_size_host(lr, beta1, beta2, t).view(np.uint32)):08x}" for t in steps]

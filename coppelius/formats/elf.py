@@ -17,6 +17,10 @@ ET_REL: a data container, no code, no program headers):
 Every padding byte is zero, and there are no timestamps: the same inputs give the same bytes.
 The reader accepts only that exact layout: after its own checks it rebuilds the file from
 what it read and refuses any difference, so a changed byte anywhere is refused.
+
+The native form (coppelius/host/build.py: link_host_executable) is the C host runtime linked by
+zig cc around the same note and sections (ET_EXEC, with program headers). The reader finds them
+by name there and checks every section against the note's digest; the code is the linker's.
 """
 import hashlib
 import io

@@ -6,11 +6,16 @@
 //   driver publish PATH TEXT                 publish TEXT at PATH atomically
 //   driver abandon PATH TEXT                 write TEXT to a publication of PATH, then abort it
 //   driver self PATH                         verify PATH as a host ELF; one line per section
+//   driver checkpoint PATH MODEL LEARNER     read, check (description against the JSON given) and
+//                                            verify a checkpoint; "step S cursor C payload_bytes P"
+//   driver checkpoint-write OUT STEP CURSOR PAYLOAD MODEL LEARNER
+//                                            publish a checkpoint of PAYLOAD's bytes at OUT
 // A refusal is one line on stderr and exit status 1; a usage error exit status 2.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "publish.h"
 #include "self.h"
 #include "sha256.h"
@@ -74,6 +79,32 @@ int main(int argc, char** argv) {
         self_close(&image);
         return 0;
     }
-    fprintf(stderr, "usage: driver sha256|tokens|publish|abandon|self ...\n");
+    if (argc == 5 && strcmp(argv[1], "checkpoint") == 0) {
+        checkpoint_header h;
+        if (checkpoint_read_header(argv[2], &h, &f) != 0 ||
+            checkpoint_check_description(argv[2], &h, argv[3], strlen(argv[3]), argv[4], strlen(argv[4]), &f) != 0 ||
+            checkpoint_verify_payload(argv[2], &h, &f) != 0)
+            return refuse(&f);
+        printf("step %llu cursor %llu payload_bytes %llu\n", (unsigned long long)h.step,
+               (unsigned long long)h.cursor, (unsigned long long)h.payload_bytes);
+        return 0;
+    }
+    if (argc == 8 && strcmp(argv[1], "checkpoint-write") == 0) {
+        FILE* file = fopen(argv[5], "rb");
+        static uint8_t payload[1 << 22];
+        size_t n = file ? fread(payload, 1, sizeof payload, file) : 0;
+        if (file) fclose(file);
+        uint8_t digest[32], header[CHECKPOINT_HEADER_BYTES];
+        sha256(payload, n, digest);
+        if (checkpoint_encode_header(header, strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10), n, digest,
+                                     argv[6], strlen(argv[6]), argv[7], strlen(argv[7])) != 0)
+            return 2;
+        publication p;
+        if (publication_begin(&p, argv[2], &f) != 0 || publication_write(&p, header, sizeof header, &f) != 0 ||
+            publication_write(&p, payload, n, &f) != 0 || publication_commit(&p, &f) != 0)
+            return refuse(&f);
+        return 0;
+    }
+    fprintf(stderr, "usage: driver sha256|tokens|publish|abandon|self|checkpoint|checkpoint-write ...\n");
     return 2;
 }

@@ -3,6 +3,7 @@ sections), each run as a real program on files written here (tests/unit/host_rea
 Refusals must be the one line the Python readers give; no input may crash them."""
 import hashlib
 import os
+import struct
 import subprocess
 from pathlib import Path
 
@@ -10,12 +11,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from coppelius.canonical import encode
 from coppelius.errors import CoppeliusError
 from coppelius.formats import elf as E, tokens as token_file
 from coppelius.formats.elf import host_machine
 from coppelius.host.build import HOST_DIR, compile_program
 
-SOURCES = ("failure.c", "publish.c", "self.c", "sha256.c", "tokens.c")
+SOURCES = ("checkpoint.c", "failure.c", "publish.c", "self.c", "sha256.c", "tokens.c")
 IDENTITY = {"target": "cpu", "card": "numpy reference", "plan_sha256": "a" * 64}
 SECTIONS = {"launches": bytes(range(256)) * 3 + b"tail", "ring": b"\x01\x02\x03", "empty": b""}
 
@@ -176,3 +178,54 @@ def test_fuzzed_host_elfs_never_crash_the_reader(driver, tmp_path, blob):
         assert run.stdout.splitlines() == [f"{n} {len(d)} {hashlib.sha256(d).hexdigest()}"
                                            for n, d in (("launches", b"L" * 40), ("ring", b"ring"))]
 
+
+
+MODEL = {"context": 64, "heads": 4, "layers": 2, "vocab": 256, "width": 64}
+LEARNER = {"beta1": "9/10", "beta2": "19/20", "eps": "1/100000000", "loss_scale": 1024, "lr": "3/1000"}
+
+
+def _checkpoint_v2(step: int, cursor: int, payload: bytes, model=MODEL, learner=LEARNER) -> bytes:
+    """A version-2 checkpoint as the lead's coppelius/formats/checkpoint.py (main, e31c92f) encodes it."""
+    body = encode({"format": "coppelius-checkpoint", "learner": learner, "model": model, "parts": ["params", "m", "v"]})
+    fixed = struct.pack("<8sIIQQQ32s32s8x", b"COPPCKPT", 2, len(body), step, cursor, len(payload),
+                        hashlib.sha256(payload).digest(), bytes(32))
+    header = bytearray((fixed + body).ljust(4096, b"\0"))
+    header[72:104] = hashlib.sha256(header).digest()
+    return bytes(header) + payload
+
+
+def test_a_checkpoint_is_read_checked_and_written_as_python_writes_it(driver, tmp_path):
+    payload = np.random.default_rng(5).standard_normal(3000).astype("<f4").tobytes()
+    path = tmp_path / "step-000012.ckpt"
+    path.write_bytes(_checkpoint_v2(12, 12288, payload))
+    model, learner = encode(MODEL).decode(), encode(LEARNER).decode()
+    assert _run(driver, "checkpoint", path, model,
+                learner).stdout == f"step 12 cursor 12288 payload_bytes {len(payload)}\n"
+    (tmp_path / "payload").write_bytes(payload)
+    written = tmp_path / "out" / "again.ckpt"
+    written.parent.mkdir()
+    assert _run(driver, "checkpoint-write", written, 12, 12288, tmp_path / "payload", model, learner).returncode == 0
+    assert written.read_bytes() == path.read_bytes()
+
+
+def test_bad_checkpoints_are_refused_in_one_line(driver, tmp_path):
+    payload = bytes(range(256)) * 4
+    good = _checkpoint_v2(3, 99, payload)
+    model, learner = encode(MODEL).decode(), encode(LEARNER).decode()
+    cases = {"truncated": (good[:-1], "truncated"), "header": (good[:2000], "truncated"),
+             "magic": (b"COPPCKPX" + good[8:], "magic"), "version": (good[:8] + b"\1" + good[9:], "version is 1"),
+             "step": (good[:16] + b"\4" + good[17:], "header sha256"), "pad": (good[:4000] + b"\1" + good[4001:],
+                     "header sha256"),
+             "payload": (good[:5000] + b"\0" + good[5001:], "payload sha256")}
+    for name, (data, named) in cases.items():
+        path = tmp_path / f"{name}.ckpt"
+        path.write_bytes(data)
+        run = _run(driver, "checkpoint", path, model, learner)
+        assert run.returncode == 1 and named in run.stderr and str(path) in run.stderr, (name, run.stderr)
+    other = tmp_path / "other.ckpt"
+    other.write_bytes(_checkpoint_v2(3, 99, payload, model={**MODEL, "width": 32}))
+    run = _run(driver, "checkpoint", other, model, learner)
+    assert run.returncode == 1 and "header model is" in run.stderr and '"width":32' in run.stderr
+    other.write_bytes(_checkpoint_v2(3, 99, payload, learner={**LEARNER, "lr": "1/1000"}))
+    assert "header learner is" in _run(driver, "checkpoint", other, model, learner).stderr
+    assert "No such file" in _run(driver, "checkpoint", tmp_path / "missing.ckpt", model, learner).stderr

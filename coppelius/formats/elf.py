@@ -17,6 +17,10 @@ ET_REL: a data container, no code, no program headers):
 Every padding byte is zero, and there are no timestamps: the same inputs give the same bytes.
 The reader accepts only that exact layout: after its own checks it rebuilds the file from
 what it read and refuses any difference, so a changed byte anywhere is refused.
+
+The native form (coppelius/host/build.py: link_host_executable) is the C host runtime linked by
+zig cc around the same note and sections (ET_EXEC, with program headers). The reader finds them
+by name there and checks every section against the note's digest; the code is the linker's.
 """
 import hashlib
 import io
@@ -76,10 +80,12 @@ def _note(ntype: int, desc: bytes) -> bytes:
     return struct.pack("<III", len(NOTE_NAME), len(desc), ntype) + _pad4(NOTE_NAME) + _pad4(desc)
 
 
-def build_host_elf(machine: str, identity: dict, sections: dict) -> bytes:
-    """The bytes of the host ELF for these inputs (what write_host_elf publishes)."""
-    if machine not in MACHINES:
-        raise refuse("host ELF", "machine", machine, f"use one of {sorted(MACHINES)}")
+def identity_note(identity: dict, sections: dict) -> tuple[bytes, dict]:
+    """The .note.coppelius bytes of these inputs and the sections as name -> bytes, sorted by name.
+
+    The same note in both forms of the host ELF: the ET_REL container below and the native
+    executable that coppelius/host/build.py links around it.
+    """
     if not isinstance(identity, dict):
         raise refuse("host ELF", "identity", type(identity).__name__, "pass a dict")
     blobs = {}
@@ -95,7 +101,14 @@ def build_host_elf(machine: str, identity: dict, sections: dict) -> bytes:
         desc = encode(doc)
     except TypeError as e:
         raise refuse("host ELF", "identity", identity, f"{e}") from None
-    note = _note(NT_IDENTITY, desc) + _note(NT_IDENTITY_SHA256, hashlib.sha256(desc).digest())
+    return _note(NT_IDENTITY, desc) + _note(NT_IDENTITY_SHA256, hashlib.sha256(desc).digest()), blobs
+
+
+def build_host_elf(machine: str, identity: dict, sections: dict) -> bytes:
+    """The bytes of the host ELF for these inputs (what write_host_elf publishes)."""
+    if machine not in MACHINES:
+        raise refuse("host ELF", "machine", machine, f"use one of {sorted(MACHINES)}")
+    note, blobs = identity_note(identity, sections)
     names = [NOTE_SECTION] + [SECTION_PREFIX + n for n in blobs] + [".shstrtab"]
     shstrtab, name_off = b"\0", []
     for n in names:
@@ -161,8 +174,6 @@ def _parse(where: str, data: bytes) -> HostElf:
     if shentsize != 64 or count < 3 or shoff + 64 * count > len(data):
         raise bad("section header table (e_shoff, e_shnum, e_shentsize)", (shoff, count, shentsize),
                   f"the file has {len(data)} bytes, so it is truncated or damaged; {_REBUILD}")
-    if shstrndx != count - 1:
-        raise bad("e_shstrndx", shstrndx, f"expected {count - 1}; {_REBUILD}")
     try:
         elf = ELFFile(io.BytesIO(data))  # also reads the .shstrtab header (section e_shstrndx)
     except Exception as e:
@@ -170,8 +181,12 @@ def _parse(where: str, data: bytes) -> HostElf:
     machine = _EM_NAMES.get(elf["e_machine"])
     if machine is None:
         raise bad("e_machine", elf["e_machine"], f"expected one of {sorted(_EM_NAMES)}; {_REBUILD}")
+    if elf["e_type"] in ("ET_EXEC", "ET_DYN"):
+        return _parse_executable(bad, elf, data, machine)
     if elf["e_type"] != "ET_REL":
-        raise bad("e_type", elf["e_type"], f"a host ELF is ET_REL; {_REBUILD}")
+        raise bad("e_type", elf["e_type"], f"a host ELF is ET_REL, ET_EXEC or ET_DYN; {_REBUILD}")
+    if shstrndx != count - 1:
+        raise bad("e_shstrndx", shstrndx, f"expected {count - 1}; {_REBUILD}")
     secs = []
     for i in range(count):
         try:
@@ -205,13 +220,7 @@ def _parse(where: str, data: bytes) -> HostElf:
     if names != sorted(set(names)) or set(names) != set(doc["sections"]):
         raise bad(".shstrtab section names", names, f"expected the sorted names {sorted(doc['sections'])} "
                   f"listed in {NOTE_SECTION}; {_REBUILD}")
-    sections = {}
-    for name, s in zip(names, secs[2:-1]):
-        blob = s.data()
-        if len(blob) != s["sh_size"] or sha256(blob) != doc["sections"][name]:
-            raise bad(f"section {SECTION_PREFIX}{name} sha256", sha256(blob)[:16], f"{NOTE_SECTION} "
-                      f"records {doc['sections'][name][:16]}: the section or the note is damaged; {_REBUILD}")
-        sections[name] = blob
+    sections = _checked_sections(bad, doc, {name: (s.data(), s["sh_size"]) for name, s in zip(names, secs[2:-1])})
     rebuilt = build_host_elf(machine, doc["identity"], sections)
     if rebuilt != data:
         at = next((i for i, (a, b) in enumerate(zip(data, rebuilt)) if a != b), min(len(data), len(rebuilt)))
@@ -224,6 +233,54 @@ def _parse(where: str, data: bytes) -> HostElf:
         raise bad(f"byte at offset {at} (in {region})", data[at:at + 1],
                   f"expected {rebuilt[at:at + 1]!r} by the canonical layout of {len(rebuilt)} bytes; {_REBUILD}")
     return HostElf(machine, doc["identity"], sections, dict(doc["sections"]))
+
+
+def _checked_sections(bad, doc: dict, found: dict) -> dict:
+    """name -> bytes of the sections found (name -> (data, sh_size)), each equal to the note's digest."""
+    sections = {}
+    for name, (blob, size) in found.items():
+        if len(blob) != size or sha256(blob) != doc["sections"][name]:
+            raise bad(f"section {SECTION_PREFIX}{name} sha256", sha256(blob)[:16], f"{NOTE_SECTION} "
+                      f"records {doc['sections'][name][:16]}: the section or the note is damaged; {_REBUILD}")
+        sections[name] = blob
+    return sections
+
+
+def _parse_executable(bad, elf, data: bytes, machine: str) -> HostElf:
+    """A native host ELF (coppelius/host/build.py: the C runtime linked around the same note and
+    sections): the note and each .coppelius.NAME section found by name and checked against its digest.
+    The runtime's code is not covered by the note; the runtime verifies the same digests itself."""
+    if elf["e_phnum"] == 0 or elf["e_entry"] == 0:
+        raise bad("e_type", elf["e_type"], f"an executable host ELF has program headers and an entry point; {_REBUILD}")
+    note, found = None, {}
+    for i in range(elf.num_sections()):
+        try:
+            s = elf.get_section(i)
+            name = s.name
+        except Exception as e:  # pyelftools follows links and names of a damaged header
+            raise bad(f"section {i} header", f"{type(e).__name__}: {e}"[:120], _REBUILD) from None
+        if name != NOTE_SECTION and not name.startswith(SECTION_PREFIX):
+            continue
+        if s["sh_type"] != ("SHT_NOTE" if name == NOTE_SECTION else "SHT_PROGBITS"):
+            raise bad(f"section {i} ({name!r}) sh_type", s["sh_type"], _REBUILD)
+        if s["sh_offset"] + s["sh_size"] > len(data):
+            raise bad(f"section {i} ({name!r}) extent (sh_offset + sh_size)", s["sh_offset"] + s["sh_size"],
+                      f"the file has {len(data)} bytes, so it is truncated; {_REBUILD}")
+        short = name[len(SECTION_PREFIX):]
+        if name == NOTE_SECTION and note is None:
+            note = s.data()
+        elif name != NOTE_SECTION and _NAME.match(short) and short not in found:
+            found[short] = (s.data(), s["sh_size"])
+        else:
+            raise bad(f"section {i} name", name, f"a host ELF has one {NOTE_SECTION} and one section of each name; "
+                      f"{_REBUILD}")
+    if note is None:
+        raise bad(NOTE_SECTION, "missing", f"this is not a host ELF; {_REBUILD}")
+    doc = _read_note(bad, note)
+    if set(found) != set(doc["sections"]):
+        raise bad(".coppelius sections", sorted(found), f"expected {sorted(doc['sections'])} as listed in "
+                  f"{NOTE_SECTION}; {_REBUILD}")
+    return HostElf(machine, doc["identity"], _checked_sections(bad, doc, found), dict(doc["sections"]))
 
 
 def _read_note(bad, raw: bytes) -> dict:

@@ -1,0 +1,221 @@
+// catalog.c: the kernel ABI table, parameter block decoding, extents and dispatch (catalog.h).
+#include "catalog.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels.h"
+
+// Sorted by name: the index is the kernel id the launch table carries.
+enum {
+    ADAMW, ARGMAX_FORWARD, ATTENTION_BACKWARD, ATTENTION_FORWARD, CAST_HALF, CROSSENTROPY_BACKWARD,
+    CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
+    LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
+    RESIDUAL_FORWARD,
+};
+
+const kernel_abi CATALOG[KERNEL_COUNT] = {
+    {"adamw", 12, {{"params", F32_PTR}, {"m", F32_PTR}, {"v", F32_PTR}, {"grads", F16_PTR}, {"half", F16_PTR},
+                   {"flag", I32_PTR}, {"N", I32_SCALAR}, {"beta1", F32_SCALAR}, {"beta2", F32_SCALAR},
+                   {"decay", F32_SCALAR}, {"step_size", F32_SCALAR}, {"eps", F32_SCALAR}}},
+    {"argmax_forward", 5, {{"predictions", I32_PTR}, {"logits", F16_PTR}, {"N", I32_SCALAR}, {"V", I32_SCALAR},
+                           {"Vp", I32_SCALAR}}},
+    {"attention_backward", 9, {{"dqkv", F16_PTR}, {"dout", F16_PTR}, {"qkv", F16_PTR}, {"out", F16_PTR},
+                               {"lse", F32_PTR}, {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR},
+                               {"NH", I32_SCALAR}}},
+    {"attention_forward", 7, {{"out", F16_PTR}, {"lse", F32_PTR}, {"qkv", F16_PTR}, {"B", I32_SCALAR},
+                              {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"NH", I32_SCALAR}}},
+    {"cast_half", 3, {{"out", F16_PTR}, {"inp", F32_PTR}, {"N", I32_SCALAR}}},
+    {"crossentropy_backward", 7, {{"dlogits", F16_PTR}, {"logits", F16_PTR}, {"targets", I32_PTR},
+                                  {"N", I32_SCALAR}, {"V", I32_SCALAR}, {"Vp", I32_SCALAR}, {"scale", F32_SCALAR}}},
+    {"crossentropy_forward", 6, {{"losses", F32_PTR}, {"logits", F16_PTR}, {"targets", I32_PTR}, {"N", I32_SCALAR},
+                                 {"V", I32_SCALAR}, {"Vp", I32_SCALAR}}},
+    {"encoder_backward", 8, {{"dwte", F16_PTR}, {"dwpe", F16_PTR}, {"dout", F16_PTR}, {"tokens", I32_PTR},
+                             {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"Vp", I32_SCALAR}}},
+    {"encoder_forward", 8, {{"out", F16_PTR}, {"tokens", I32_PTR}, {"wte", F16_PTR}, {"wpe", F16_PTR},
+                            {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"Vp", I32_SCALAR}}},
+    {"gelu_backward", 4, {{"dinp", F16_PTR}, {"inp", F16_PTR}, {"dout", F16_PTR}, {"N", I32_SCALAR}}},
+    {"gelu_forward", 3, {{"out", F16_PTR}, {"inp", F16_PTR}, {"N", I32_SCALAR}}},
+    {"layernorm_backward", 10, {{"dinp", F16_PTR}, {"dweight", F16_PTR}, {"dbias", F16_PTR}, {"dout", F16_PTR},
+                                {"inp", F16_PTR}, {"weight", F16_PTR}, {"mean", F32_PTR}, {"rstd", F32_PTR},
+                                {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
+    {"layernorm_forward", 8, {{"out", F16_PTR}, {"mean", F32_PTR}, {"rstd", F32_PTR}, {"inp", F16_PTR},
+                              {"weight", F16_PTR}, {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
+    {"matmul_backward_input", 6, {{"dinp", F16_PTR}, {"dout", F16_PTR}, {"weight", F16_PTR}, {"N", I32_SCALAR},
+                                  {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
+    {"matmul_backward_weight", 8, {{"dweight", F16_PTR}, {"dbias", F16_PTR}, {"dout", F16_PTR}, {"inp", F16_PTR},
+                                   {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR},
+                                   {"accumulate", U32_SCALAR}}},
+    {"matmul_forward", 7, {{"out", F16_PTR}, {"inp", F16_PTR}, {"weight", F16_PTR}, {"bias", F16_PTR},
+                           {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
+    {"nonfinite_check", 3, {{"flag", I32_PTR}, {"grads", F16_PTR}, {"N", I32_SCALAR}}},
+    {"residual_forward", 4, {{"out", F16_PTR}, {"inp1", F16_PTR}, {"inp2", F16_PTR}, {"N", I32_SCALAR}}},
+};
+
+const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
+
+int param_is_pointer(param_kind kind) { return kind <= I32_PTR; }
+int param_element_bytes(param_kind kind) { return kind == F16_PTR ? 2 : 4; }
+
+uint32_t param_offset(int kernel, int i) {
+    uint32_t offset = 0;
+    for (int j = 0; j < CATALOG[kernel].count; j++) {
+        uint32_t size = param_is_pointer(CATALOG[kernel].params[j].kind) ? 8 : 4;
+        offset = (offset + size - 1) / size * size;
+        if (j == i) return offset;
+        offset += size;
+    }
+    return offset;  // i == count: the end of the last parameter
+}
+
+uint32_t param_block_bytes(int kernel) { return (param_offset(kernel, CATALOG[kernel].count) + 7) / 8 * 8; }
+
+int kernel_id(const char* name) {
+    for (int k = 0; k < KERNEL_COUNT; k++)
+        if (strcmp(CATALOG[k].name, name) == 0) return k;
+    return -1;
+}
+
+int decode_launch(int kernel, const uint8_t* block, uint32_t bytes, launch_args* out, char* error, int error_bytes) {
+    if (kernel < 0 || kernel >= KERNEL_COUNT) {
+        snprintf(error, error_bytes, "kernel id is %d, not below %d", kernel, KERNEL_COUNT);
+        return -1;
+    }
+    if (bytes != param_block_bytes(kernel)) {
+        snprintf(error, error_bytes, "%s: parameter block is %u bytes, not %u", CATALOG[kernel].name, bytes,
+                 param_block_bytes(kernel));
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->kernel = kernel;
+    for (int i = 0; i < CATALOG[kernel].count; i++) {
+        uint32_t at = param_offset(kernel, i);
+        if (param_is_pointer(CATALOG[kernel].params[i].kind)) memcpy(&out->address[i], block + at, 8);
+        else memcpy(&out->word[i], block + at, 4);  // little-endian hosts only (x86-64, AArch64)
+    }
+    return 0;
+}
+
+// the scalar named `name` of a decoded launch, as a signed 64-bit value
+static int64_t scalar(const launch_args* args, const char* name) {
+    const kernel_abi* abi = &CATALOG[args->kernel];
+    for (int i = 0; i < abi->count; i++)
+        if (strcmp(abi->params[i].name, name) == 0)
+            return abi->params[i].kind == I32_SCALAR ? (int64_t)(int32_t)args->word[i] : (int64_t)args->word[i];
+    return -1;
+}
+
+static int set_extent(const launch_args* args, int64_t elements[MAX_PARAMS], const char* name, int64_t count) {
+    const kernel_abi* abi = &CATALOG[args->kernel];
+    for (int i = 0; i < abi->count; i++)
+        if (strcmp(abi->params[i].name, name) == 0) elements[i] = count;
+    return 0;
+}
+
+int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* error, int error_bytes) {
+    const kernel_abi* abi = &CATALOG[args->kernel];
+    for (int i = 0; i < abi->count; i++) {
+        elements[i] = 0;
+        if (abi->params[i].kind == I32_SCALAR && (int32_t)args->word[i] < 0) {
+            snprintf(error, error_bytes, "%s: %s is %d, not a size", abi->name, abi->params[i].name,
+                     (int32_t)args->word[i]);
+            return -1;
+        }
+    }
+    int64_t B = scalar(args, "B"), T = scalar(args, "T"), C = scalar(args, "C"), N = scalar(args, "N");
+    int64_t OC = scalar(args, "OC"), Vp = scalar(args, "Vp"), V = scalar(args, "V"), NH = scalar(args, "NH");
+    switch (args->kernel) {
+    case ENCODER_FORWARD: case ENCODER_BACKWARD:
+        set_extent(args, elements, "tokens", B * T);
+        set_extent(args, elements, "out", B * T * C), set_extent(args, elements, "dout", B * T * C);
+        set_extent(args, elements, "wte", Vp * C), set_extent(args, elements, "dwte", Vp * C);
+        set_extent(args, elements, "wpe", T * C), set_extent(args, elements, "dwpe", T * C);
+        break;
+    case LAYERNORM_FORWARD: case LAYERNORM_BACKWARD:
+        for (int i = 0; i < abi->count; i++) if (param_is_pointer(abi->params[i].kind)) elements[i] = N * C;
+        set_extent(args, elements, "mean", N), set_extent(args, elements, "rstd", N);
+        set_extent(args, elements, "weight", C), set_extent(args, elements, "bias", C);
+        set_extent(args, elements, "dweight", C), set_extent(args, elements, "dbias", C);
+        break;
+    case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT:
+        set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
+        set_extent(args, elements, "inp", N * C), set_extent(args, elements, "dinp", N * C);
+        set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
+        set_extent(args, elements, "bias", OC), set_extent(args, elements, "dbias", OC);
+        break;
+    case ATTENTION_FORWARD: case ATTENTION_BACKWARD:
+        if (NH <= 0 || C % NH != 0) {
+            snprintf(error, error_bytes, "%s: C %lld is not a multiple of NH %lld", abi->name, (long long)C,
+                     (long long)NH);
+            return -1;
+        }
+        set_extent(args, elements, "out", B * T * C), set_extent(args, elements, "dout", B * T * C);
+        set_extent(args, elements, "qkv", B * T * 3 * C), set_extent(args, elements, "dqkv", B * T * 3 * C);
+        set_extent(args, elements, "lse", B * NH * T);
+        break;
+    case CROSSENTROPY_FORWARD: case CROSSENTROPY_BACKWARD: case ARGMAX_FORWARD:
+        if (V <= 0 || V > Vp) {
+            snprintf(error, error_bytes, "%s: V is %lld, not in 1..Vp (%lld)", abi->name, (long long)V, (long long)Vp);
+            return -1;
+        }
+        set_extent(args, elements, "losses", N), set_extent(args, elements, "predictions", N);
+        set_extent(args, elements, "targets", N);
+        set_extent(args, elements, "logits", N * Vp), set_extent(args, elements, "dlogits", N * Vp);
+        break;
+    default:  // element-wise: every pointer covers N elements, the flag one
+        for (int i = 0; i < abi->count; i++) if (param_is_pointer(abi->params[i].kind)) elements[i] = N;
+        set_extent(args, elements, "flag", 1);
+    }
+    return 0;
+}
+
+static float word_float(uint32_t word) { float f; memcpy(&f, &word, 4); return f; }
+
+int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error, int error_bytes) {
+    const kernel_abi* abi = &CATALOG[args->kernel];
+    int64_t elements[MAX_PARAMS];
+    if (launch_extents(args, elements, error, error_bytes) != 0) return -1;
+    void* p[MAX_PARAMS] = {0};
+    for (int i = 0; i < abi->count; i++) {
+        if (!param_is_pointer(abi->params[i].kind)) continue;
+        uint64_t address = args->address[i];
+        int nullable = (args->kernel == MATMUL_FORWARD && strcmp(abi->params[i].name, "bias") == 0) ||
+                       (args->kernel == MATMUL_BACKWARD_WEIGHT && strcmp(abi->params[i].name, "dbias") == 0);
+        if (address == 0 && nullable) continue;
+        uint64_t bytes = (uint64_t)elements[i] * (uint64_t)param_element_bytes(abi->params[i].kind);
+        if (address < low || address > high || bytes > high - address || elements[i] > ((int64_t)1 << 40) ||
+            address % (uint64_t)param_element_bytes(abi->params[i].kind) != 0) {
+            snprintf(error, error_bytes, "%s: %s covers [%#llx, +%llu bytes), outside the arena [%#llx, %#llx)",
+                     abi->name, abi->params[i].name, (unsigned long long)address, (unsigned long long)bytes,
+                     (unsigned long long)low, (unsigned long long)high);
+            return -1;
+        }
+        p[i] = (void*)(uintptr_t)address;
+    }
+    const uint32_t* w = args->word;
+#define I(k) ((int)w[k])
+#define F(k) word_float(w[k])
+    switch (args->kernel) {
+    case ADAMW: adamw(p[0], p[1], p[2], p[3], p[4], p[5], I(6), F(7), F(8), F(9), F(10), F(11)); break;
+    case ARGMAX_FORWARD: argmax_forward(p[0], p[1], I(2), I(3), I(4)); break;
+    case ATTENTION_BACKWARD: attention_backward(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7), I(8)); break;
+    case ATTENTION_FORWARD: attention_forward(p[0], p[1], p[2], I(3), I(4), I(5), I(6)); break;
+    case CAST_HALF: cast_half(p[0], p[1], I(2)); break;
+    case CROSSENTROPY_BACKWARD: crossentropy_backward(p[0], p[1], p[2], I(3), I(4), I(5), F(6)); break;
+    case CROSSENTROPY_FORWARD: crossentropy_forward(p[0], p[1], p[2], I(3), I(4), I(5)); break;
+    case ENCODER_BACKWARD: encoder_backward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7)); break;
+    case ENCODER_FORWARD: encoder_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7)); break;
+    case GELU_BACKWARD: gelu_backward(p[0], p[1], p[2], I(3)); break;
+    case GELU_FORWARD: gelu_forward(p[0], p[1], I(2)); break;
+    case LAYERNORM_BACKWARD: layernorm_backward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], I(8), I(9)); break;
+    case LAYERNORM_FORWARD: layernorm_forward(p[0], p[1], p[2], p[3], p[4], p[5], I(6), I(7)); break;
+    case MATMUL_BACKWARD_INPUT: matmul_backward_input(p[0], p[1], p[2], I(3), I(4), I(5)); break;
+    case MATMUL_BACKWARD_WEIGHT: matmul_backward_weight(p[0], p[1], p[2], p[3], I(4), I(5), I(6), w[7]); break;
+    case MATMUL_FORWARD: matmul_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
+    case NONFINITE_CHECK: nonfinite_check(p[0], p[1], I(2)); break;
+    case RESIDUAL_FORWARD: residual_forward(p[0], p[1], p[2], I(3)); break;
+    }
+#undef I
+#undef F
+    return 0;
+}

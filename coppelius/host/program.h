@@ -1,0 +1,43 @@
+// program.h: the host program (docs/formats.md, "Host program (COPHPRG)" and "The walker"): the
+// run's steps as 48-byte records flattened in pre-order, checked once, then walked for an
+// operation. The walker is the document's, exactly: a repeat runs its body `count` times, `end`
+// stops the whole walk, `operation` is yielded as a marker and, for predict, skips `body` records.
+#ifndef COPPELIUS_PROGRAM_H
+#define COPPELIUS_PROGRAM_H
+#include <stdint.h>
+
+#include "failure.h"
+#include "tables.h"
+
+enum {
+    STEP_SUBMIT = 1, STEP_REISSUE, STEP_REPEAT, STEP_READ, STEP_READ_AT_CURSOR, STEP_CURSOR_FROM_CHECKPOINT,
+    STEP_CURSOR_ADVANCE, STEP_ADAMW_SCALARS, STEP_WRITE, STEP_FILL, STEP_CHECKPOINT_BEGIN, STEP_CHECKPOINT_PUBLISH,
+    STEP_RECORD_STAT, STEP_WRITE_STATUS, STEP_WRITE_TIMESTAMPS, STEP_OPERATION, STEP_END, STEP_OPS = STEP_END
+};
+extern const char* const STEP_NAMES[STEP_OPS + 1];  // "submit", ... "end" (the fault points' names); [0] ""
+
+typedef struct {
+    uint32_t op, ring, buffer, file;
+    uint64_t count, offset, bytes;
+    uint32_t value, body;
+} program_step;
+_Static_assert(sizeof(program_step) == 48, "COPHPRG record");
+
+typedef struct {
+    const program_step* steps;  // the table's records
+    uint32_t count;
+} program;
+
+// Check every record (op, references, repeat and operation extents). 0, or -1 naming the step.
+int program_check(const table* records, uint32_t ring_count, uint32_t buffer_count, const char* where, program* out,
+                  failure* f);
+
+// Called for each step the walk yields; a nonzero return stops the walk and is returned by it.
+typedef int (*step_visitor)(void* context, const program_step* step);
+// Walk for train (predict = 0) or predict. 0 when the program ran to its end, else the visitor's value.
+int program_walk(const program* p, int predict, step_visitor visit, void* context);
+
+// The AdamW step size of step t (docs/formats.md, "The step-size rule"): binary64, powers by
+// repeated squaring, one rounding to binary32.
+float step_size(double lr, double beta1, double beta2, uint64_t t);
+#endif

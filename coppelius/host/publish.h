@@ -1,0 +1,26 @@
+// publish.h: atomic publication (coppelius/formats/publish.py): a file appears whole under its
+// name or not at all, even across a crash. Written to a temporary in the destination's
+// directory; on commit fsynced, made 0644, renamed over the destination, and the directory
+// fsynced; on abort the temporary is removed and the destination is untouched.
+#ifndef COPPELIUS_PUBLISH_H
+#define COPPELIUS_PUBLISH_H
+#include <stddef.h>
+
+#include "failure.h"
+
+typedef struct {
+    char path[4096];       // the destination
+    char temporary[4096];  // DIR/.NAME.XXXXXX.tmp
+    int fd;
+} publication;
+
+// Create the temporary (the directory must exist). 0, or -1 with the refusal.
+int publication_begin(publication* p, const char* path, failure* f);
+int publication_write(publication* p, const void* data, size_t n, failure* f);
+// pwrite at an offset of the temporary (the checkpoint's header, written last)
+int publication_write_at(publication* p, const void* data, size_t n, long long offset, failure* f);
+int publication_commit(publication* p, failure* f);
+void publication_abort(publication* p);
+// The whole of `data` published at `path`.
+int publish_bytes(const char* path, const void* data, size_t n, failure* f);
+#endif

@@ -1,0 +1,102 @@
+"""The native host ELF: the C runtime linked by zig cc around the identity note and the sections.
+
+It must be a real executable for its machine (file, readelf), read by pyelftools and by
+`coppelius inspect` like the ET_REL container, byte-identical across builds, and verify itself:
+every section against the note's digest, refusing a damaged one in one line.
+"""
+import shutil
+import subprocess
+
+import pytest
+
+from coppelius.errors import CoppeliusError
+from coppelius.formats import elf as E
+from coppelius.host.build import link_host_executable
+
+IDENTITY = {"target": "cpu", "card": "numpy reference", "arch": "numpy", "plan_sha256": "a" * 64}
+SECTIONS = {"launches": bytes(range(256)) * 3 + b"tail", "ring": b"\x01\x02\x03", "plan": b'{"plan": 1}' * 100}
+READELF, FILE, QEMU = shutil.which("readelf"), shutil.which("file"), shutil.which("qemu-aarch64")
+SYSROOT = "/usr/aarch64-linux-gnu"
+DESCRIBED = {"x86_64": ("x86-64", "Advanced Micro Devices X86-64"), "aarch64": ("ARM aarch64", "AArch64")}
+
+
+@pytest.fixture(scope="module", params=sorted(E.MACHINES))
+def linked(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp(request.param) / "host.elf"
+    link_host_executable(path, request.param, IDENTITY, SECTIONS)
+    return request.param, path
+
+
+def _execute(machine, path, *args):
+    if machine == E.host_machine():
+        command = [str(path)]
+    elif machine == "aarch64" and QEMU:
+        command = [QEMU, "-L", SYSROOT, str(path)]
+    else:
+        pytest.skip(f"cannot run an {machine} program here (no qemu-aarch64: apt-get install qemu-user "
+                    f"libc6-arm64-cross)")
+    return subprocess.run(command + list(args), capture_output=True, text=True, timeout=60)
+
+
+def test_it_is_read_like_the_container(linked):
+    machine, path = linked
+    elf = E.read_host_elf(path)
+    assert (elf.machine, elf.identity, elf.sections) == (machine, IDENTITY, SECTIONS)
+    assert path.read_bytes()[16] in (2, 3)  # ET_EXEC or ET_DYN
+    container = E.describe(path)
+    assert container[0] == f"machine: {machine} (e_machine {E.MACHINES[machine]})"
+
+
+@pytest.mark.skipif(FILE is None or READELF is None, reason="file(1) or readelf (binutils) is not installed")
+def test_file_and_readelf_see_an_executable(linked):
+    machine, path = linked
+    said = subprocess.run([FILE, str(path)], capture_output=True, text=True, check=True).stdout
+    assert "ELF 64-bit LSB executable" in said and DESCRIBED[machine][0] in said, said
+    run = subprocess.run([READELF, "-W", "-h", "-l", "-S", "-n", str(path)], capture_output=True, text=True)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and "Warning" not in out and "Error" not in out, out
+    assert f"Machine:                           {DESCRIBED[machine][1]}" in out and "EXEC" in out
+    for name in [".note.coppelius"] + [f".coppelius.{n}" for n in SECTIONS]:
+        assert name in out
+    assert "LOAD" in out and "INTERP" in out
+
+
+def test_two_links_give_the_same_bytes(linked, tmp_path):
+    machine, path = linked
+    again = tmp_path / "deeper" / "host.elf"
+    again.parent.mkdir()
+    link_host_executable(again, machine, IDENTITY, dict(reversed(list(SECTIONS.items()))))
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_it_verifies_itself(linked):
+    machine, path = linked
+    run = _execute(machine, path, "--verify")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    inspected = E.describe(path)
+    assert lines[0] == inspected[0]
+    assert lines[2:] == [line for line in inspected if line.startswith("section ")]
+    assert lines[1] == ('identity: {"arch":"numpy","card":"numpy reference","plan_sha256":"' + "a" * 64 +
+                        '","target":"cpu"}')
+    refused = _execute(machine, path, "--checkpoint", "x")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "--verify" in refused.stderr
+
+
+def test_a_damaged_section_is_refused_by_it_and_by_python(linked, tmp_path):
+    machine, path = linked
+    data = bytearray(path.read_bytes())
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        extents = {s.name: s["sh_offset"] for s in ELFFile(f).iter_sections() if s.name.startswith(".coppelius.")}
+    for name, offset in extents.items():
+        damaged = tmp_path / f"damaged-{name}.elf"
+        data_copy = bytearray(data)
+        data_copy[offset] ^= 0x10
+        damaged.write_bytes(data_copy)
+        damaged.chmod(0o755)
+        run = _execute(machine, damaged, "--verify")
+        assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+        assert f"section {name} sha256" in run.stderr and str(damaged.name) in run.stderr
+        with pytest.raises(CoppeliusError, match=name):
+            E.read_host_elf(damaged)

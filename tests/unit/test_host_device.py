@@ -12,7 +12,7 @@ import pytest
 from coppelius.formats.elf import host_machine
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.kernels import reference as ref
-from coppelius.learner import step_size_host
+from coppelius.formats.step_size import step_size_host
 
 OPS = {name: code for code, name in enumerate(
     ["submit", "reissue", "repeat", "read", "read-at-cursor", "cursor-from-checkpoint", "cursor-advance",

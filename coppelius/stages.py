@@ -189,7 +189,8 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
         identity = {"target": config.target["name"], "card": config.target["card"], "arch": config.target["arch"],
                     "plan_sha256": canonical.sha256(data["plan"]),
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
-                    "certificate_sha256": canonical.sha256(data["certificate"])}
+                    "certificate_sha256": canonical.sha256(data["certificate"]),
+                    "memory_bytes": load_plan(plan_path)["arena"]["bytes"]}  # the card check holds the card to it
         write_host_elf(o["elf"], machine, identity, data)
     return cas.run_stage("elf", code=code("elf"), config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,

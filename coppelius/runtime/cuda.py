@@ -70,8 +70,8 @@ def check(result, call: str, launch: tuple[str, int] | None = None):
 
 
 def check_card(identity: dict, description: dict) -> None:
-    """Refuse a card other than the one the host ELF was built and admitted for (name and arch; and
-    at least the memory of its profile, when the identity records it)."""
+    """Refuse a card other than the one the host ELF was built and admitted for: its name, its arch, and
+    at least the device memory the plan's arena takes (the identity's memory_bytes)."""
     memory = identity.get("memory_bytes")
     if (description["card"], description["arch"]) == (identity["card"], identity["arch"]) and \
             (memory is None or description["memory_bytes"] >= memory):

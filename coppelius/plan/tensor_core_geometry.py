@@ -8,13 +8,16 @@ the numbers here and the constants in the .cuh files must agree. Dynamic shared 
 matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
-still spread over the card.
+still spread over the card. matmul_backward_weight launches MATMUL_SPLITS blocks per output tile
+(consecutive in x: a thread-block cluster from sm_90 on, each block a quarter of K; see matmul.cuh),
+so its tile shape is chosen by the count of blocks, tiles times splits.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
 """
 
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
+MATMUL_SPLITS = 4  # blocks per output tile of matmul_backward_weight (matmul.cuh: MM_SPLITS)
 SHARED_LIMIT = 48 * 1024
 
 ATTENTION_THREADS = 128
@@ -65,10 +68,11 @@ def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[in
     """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
     if kernel.startswith("matmul_"):
         M, Nn, _ = matmul_shape(kernel, scalars)
+        splits = MATMUL_SPLITS if kernel == "matmul_backward_weight" else 1
         big = _cdiv(M, 128) * _cdiv(Nn, 128)
-        if big >= MATMUL_BIG_TILES:
-            return [big, 1, 1], [256, 1, 1], 3 * (128 + 128) * 32 * 2
-        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)), 1, 1], [128, 1, 1], 4 * (64 + 64) * 32 * 2
+        if big * splits >= MATMUL_BIG_TILES:
+            return [big * splits, 1, 1], [256, 1, 1], 3 * (128 + 128) * 32 * 2
+        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)) * splits, 1, 1], [128, 1, 1], 4 * (64 + 64) * 32 * 2
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

@@ -9,6 +9,7 @@ from coppelius import cas
 from coppelius.config import target_profile
 from coppelius.errors import CoppeliusError
 from coppelius.plan import kernels as catalog
+from coppelius.plan import tensor_core_geometry
 from coppelius.realize import nvrtc
 
 ARCHS = tuple(target_profile(name)["arch"] for name in ("rtx3090", "h200", "gb10"))  # sm_86, sm_90, sm_121
@@ -69,6 +70,19 @@ def test_geometry_constants_match_the_kernels():
     assert constant("encoder.cuh", "POSITIONS") == "WARPS" and catalog.ENCODER_POSITIONS == catalog.THREADS // 32
     assert constant("layernorm.cuh", "ROWS") == "WARPS" and catalog.LAYERNORM_ROWS == catalog.THREADS // 32
     assert constant("layernorm.cuh", "COLUMNS") == "PACK" and catalog.LAYERNORM_COLUMNS == catalog.PACK
+    assert constant("matmul.cuh", "MM_SPLITS") == str(tensor_core_geometry.MATMUL_SPLITS)
+
+
+def test_weight_gradients_launch_one_block_per_split_of_each_output_tile():
+    geometry = tensor_core_geometry.tensor_core_geometry
+    splits = tensor_core_geometry.MATMUL_SPLITS
+    # gpt2's attn proj (768x768, K = 32768): 144 tiles of 64x64, each split over `splits` blocks
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}) == \
+        ([144 * splits, 1, 1], [128, 1, 1], 32768)
+    # its lm head: 393 x 6 tiles of 128x128, split too; the forward of the same shape is not split
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == \
+        ([2358 * splits, 1, 1], [256, 1, 1], 49152)
+    assert geometry("matmul_forward", {"N": 32768, "C": 768, "OC": 768}) == ([256 * 6, 1, 1], [256, 1, 1], 49152)
 
 
 def test_geometry_of_the_gpt2_launches():

@@ -20,6 +20,13 @@
 // Deterministic: every output element is one thread's fp32 accumulator, summed in k order; no
 // atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
 // a row of dout^T, in n order.
+// Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
+// the grid holds MM_SPLITS blocks per output tile. From sm_90 on they form one thread-block
+// cluster; block s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32 partial tile in its shared
+// memory, and after a cluster barrier each block reduces a quarter of the tile's rows, reading the
+// S partials through distributed shared memory in split order 0..S-1 (then + old dweight, one
+// rounding). The sum order is fixed by the code, never by timing: deterministic without atomics
+// or scratch memory. Below sm_90 (no clusters) split 0 sums all of K and the other blocks exit.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -30,6 +37,23 @@
 namespace coptc {
 
 constexpr int MM_BK = 32;
+constexpr int MM_SPLITS = 4;  // blocks (a cluster from sm_90 on) per backward_weight output tile
+
+// Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
+__device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float v0, float v1, bool accumulate,
+                                              bool pair_ok) {
+    if (pair_ok && col + 1 < Nn) {
+        if (accumulate) {
+            const float2 old = __half22float2(*reinterpret_cast<const __half2*>(o));
+            v0 += old.x;
+            v1 += old.y;
+        }
+        *reinterpret_cast<__half2*>(o) = __floats2half2_rn(v0, v1);
+    } else {
+        if (col < Nn) o[0] = __float2half_rn(v0 + (accumulate ? __half2float(o[0]) : 0.f));
+        if (col + 1 < Nn) o[1] = __float2half_rn(v1 + (accumulate ? __half2float(o[1]) : 0.f));
+    }
+}
 
 // The column-tile / row-tile of a 1-D block index, in groups of 8 row tiles so that the blocks
 // resident at one time share their A rows and B columns in L2.
@@ -77,12 +101,13 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
 }
 
 // out[M,Nn] (leading dimension Nn) = A B (+ bias[n]) (+ out when accumulate); dbias[m] = sum_k A(m,k)
-// when dbias is given (only with A stored [K][M]).
+// when dbias is given (only with A stored [K][M]). Tile `pid` of the 1-D tile order; split `split`
+// of `splits` (> 1 only within a cluster of that many blocks, all with the same pid).
 template <int BM, int BN, int WM, int WN, int STAGES, bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* __restrict__ A,
                                         const __half* __restrict__ B, const __half* __restrict__ bias,
                                         __half* __restrict__ dbias, int M, int Nn, int K, int lda, int ldb,
-                                        bool accumulate, bool vec) {
+                                        bool accumulate, bool vec, int pid, int split, int splits) {
     constexpr int NT = WM * WN * 32;
     constexpr int WTM = BM / WM, WTN = BN / WN;
     constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -94,12 +119,14 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     if (M <= 0 || Nn <= 0) return;  // nothing to write
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN;
     int tm, tn;
-    mm_tile_of(blockIdx.x, tilesM, tilesN, tm, tn);
-    if (tm >= tilesM) return;  // (never, with the planned grid)
+    mm_tile_of(pid, tilesM, tilesN, tm, tn);
+    if (tm >= tilesM) return;  // (never, with the planned grid; the same for every block of a cluster)
     const int m0 = tm * BM, n0 = tn * BN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
-    const int KT = (K + MM_BK - 1) / MM_BK;
+    const int KT_ALL = (K + MM_BK - 1) / MM_BK;
+    const int kt0 = (int)((long long)KT_ALL * split / splits);
+    const int KT = (int)((long long)KT_ALL * (split + 1) / splits) - kt0;  // this split's k-tiles
     const bool do_bias_sum = dbias != nullptr && tn == 0;
 
     float acc[MI][NI][4];
@@ -114,8 +141,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     auto load_stage = [&](int stage, int kt) {
         __half* sA = sm + stage * STAGE_ELEMS;
         __half* sB = sA + A_ELEMS;
-        mm_load<BM, NT, AK>(sA, A, m0, kt * MM_BK, M, K, lda, vec);
-        mm_load<BN, NT, BK_MAJOR>(sB, B, n0, kt * MM_BK, Nn, K, ldb, vec);
+        mm_load<BM, NT, AK>(sA, A, m0, (kt0 + kt) * MM_BK, M, K, lda, vec);
+        mm_load<BN, NT, BK_MAJOR>(sB, B, n0, (kt0 + kt) * MM_BK, Nn, K, ldb, vec);
     };
 
 #pragma unroll
@@ -172,10 +199,61 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         }
     }
     cp_async_wait<0>();
+    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+
+#if __CUDA_ARCH__ >= 900
+    if (splits > 1) {  // reduce the cluster's partial tiles, one band of warp rows (WTM rows) at a time
+        constexpr int LD = BN + 8;   // fp32 row stride of a band: conflict-free float2 fragment stores
+        constexpr int VEC = BN / 4;  // float4s a row
+        static_assert(WTM % MM_SPLITS == 0 && WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
+                      "a band of partials and the dbias partials fit in the pipeline's shared memory");
+        constexpr int ROWS = WTM / MM_SPLITS;  // rows of a band this block reduces
+        float* band_sum = reinterpret_cast<float*>(coptc_smem);
+        float* bias_part = band_sum + WTM * LD;
+        __syncthreads();  // every warp is done with the pipeline's tiles
+        if (do_bias_sum && tid < BM) bias_part[tid] = bsum;
+        for (int band = 0; band < WM; ++band) {
+            if (wm == band) {
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = mi * 16 + (lane >> 2) + h * 8, c = wn * WTN + ni * 8 + (lane & 3) * 2;
+                            *reinterpret_cast<float2*>(band_sum + r * LD + c) =
+                                make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+                        }
+            }
+            cluster_sync();  // every block's partial band (and dbias partials) written
+            for (int i = tid; i < ROWS * VEC; i += NT) {
+                const int r = split * ROWS + i / VEC, c = (i % VEC) * 4;
+                const int row = m0 + band * WTM + r, col = n0 + c;
+                float4 v = ld_cluster_f4(band_sum + r * LD + c, 0);
+                for (int s = 1; s < splits; ++s) {
+                    const float4 p = ld_cluster_f4(band_sum + r * LD + c, s);
+                    v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+                }
+                if (row < M) {
+                    __half* o = out + (size_t)row * Nn + col;
+                    mm_store_pair(o, col, Nn, v.x, v.y, accumulate, pair_ok);
+                    mm_store_pair(o + 2, col + 2, Nn, v.z, v.w, accumulate, pair_ok);
+                }
+            }
+            if (band == 0 && do_bias_sum && tid < BM / MM_SPLITS) {
+                const int r = split * (BM / MM_SPLITS) + tid;
+                float b = ld_cluster_f32(bias_part + r, 0);
+                for (int s = 1; s < splits; ++s) b += ld_cluster_f32(bias_part + r, s);
+                if (m0 + r < M) dbias[m0 + r] = __float2half_rn(b);
+            }
+            cluster_sync();  // every block is done reading this band before it is overwritten (or exits)
+        }
+        return;
+    }
+#endif
 
     if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
 
-    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -190,19 +268,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
             for (int h = 0; h < 2; ++h) {
                 const int row = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
                 if (row >= M) continue;
-                float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
-                __half* o = out + (size_t)row * Nn + col;
-                if (pair_ok && col + 1 < Nn) {
-                    if (accumulate) {
-                        const float2 old = __half22float2(*reinterpret_cast<const __half2*>(o));
-                        v0 += old.x;
-                        v1 += old.y;
-                    }
-                    *reinterpret_cast<__half2*>(o) = __floats2half2_rn(v0, v1);
-                } else {
-                    if (col < Nn) o[0] = __float2half_rn(v0 + (accumulate ? __half2float(o[0]) : 0.f));
-                    if (col + 1 < Nn) o[1] = __float2half_rn(v1 + (accumulate ? __half2float(o[1]) : 0.f));
-                }
+                mm_store_pair(out + (size_t)row * Nn + col, col, Nn, acc[mi][ni][2 * h] + b0,
+                              acc[mi][ni][2 * h + 1] + b1, accumulate, pair_ok);
             }
         }
     }
@@ -212,11 +279,13 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
-                                            bool vec) {
+                                            bool vec, int pid, int split, int splits) {
     if (blockDim.x == 256)
-        mm_tile<128, 128, 2, 4, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec);
+        mm_tile<128, 128, 2, 4, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec, pid,
+                                                 split, splits);
     else
-        mm_tile<64, 64, 2, 2, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec);
+        mm_tile<64, 64, 2, 2, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec, pid,
+                                               split, splits);
 }
 
 }  // namespace coptc
@@ -225,21 +294,36 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
 extern "C" __global__ void __launch_bounds__(256, 2)
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec);
+    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, blockIdx.x, 0, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void __launch_bounds__(256, 2)
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec);
+    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, blockIdx.x, 0,
+                                    1);
 }
 
-// dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null)
-extern "C" __global__ void __launch_bounds__(256, 2)
+// dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
+// MM_SPLITS consecutive blocks per output tile: a cluster from sm_90 on (split-K, see the top).
+#if __CUDA_ARCH__ >= 900
+#define COPPELIUS_MM_SPLIT_CLUSTER __cluster_dims__(coptc::MM_SPLITS, 1, 1)
+#else
+#define COPPELIUS_MM_SPLIT_CLUSTER
+#endif
+extern "C" __global__ void __launch_bounds__(256, 2) COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
-    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec);
+    const int pid = blockIdx.x / coptc::MM_SPLITS;
+#if __CUDA_ARCH__ >= 900
+    const int split = (int)coptc::cluster_rank(), splits = coptc::MM_SPLITS;
+#else
+    const int split = 0, splits = 1;
+    if (blockIdx.x % coptc::MM_SPLITS != 0) return;  // no clusters: split 0 sums all of K
+#endif
+    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec, pid,
+                                     split, splits);
 }
 #endif  // COPPELIUS_TC_MATMUL

@@ -36,8 +36,9 @@ if [ -n "${SANITIZE:-}" ]; then
     export COPPELIUS_TC_CUBIN=/tmp/k.cubin
     for tool in memcheck racecheck; do
         echo "== compute-sanitizer --tool $tool (small ragged matmuls, both tile shapes, split-K clusters)"
-        timeout 150 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu -p no:cacheprovider \
-            tests/gpu/test_tensor_cores_gpu.py -k "$SANITIZE" 2>&1 | tail -6
+        timeout 150 compute-sanitizer --tool $tool --print-limit 20 python3 -m pytest -q -m gpu -p no:cacheprovider \
+            tests/gpu/test_tensor_cores_gpu.py -k "$SANITIZE" > "$OUT/$tool.txt" 2>&1
+        grep -v "Host Frame\|^=========  *$" "$OUT/$tool.txt" | head -40
     done
 fi
 tar -czf "$OUT/results.tgz" -C "$OUT" results $( [ -n "$baseline" ] && echo baseline )

@@ -9,8 +9,9 @@ matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
 still spread over the card. matmul_backward_weight launches MATMUL_SPLITS blocks per output tile
-(consecutive in x: a thread-block cluster from sm_90 on, each block a quarter of K; see matmul.cuh),
-so its tile shape is chosen by the count of blocks, tiles times splits.
+(consecutive in x: a thread-block cluster from sm_90 on, each block a quarter of K; see matmul.cuh)
+unless it has MATMUL_BIG_TILES big tiles without splitting (the lm head); its grid is always whole
+clusters of MATMUL_SPLITS blocks.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
@@ -68,11 +69,17 @@ def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[in
     """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
     if kernel.startswith("matmul_"):
         M, Nn, _ = matmul_shape(kernel, scalars)
-        splits = MATMUL_SPLITS if kernel == "matmul_backward_weight" else 1
         big = _cdiv(M, 128) * _cdiv(Nn, 128)
-        if big * splits >= MATMUL_BIG_TILES:
-            return [big * splits, 1, 1], [256, 1, 1], 3 * (128 + 128) * 32 * 2
-        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)) * splits, 1, 1], [128, 1, 1], 4 * (64 + 64) * 32 * 2
+        big_tile, small_tile = ([256, 1, 1], 3 * (128 + 128) * 32 * 2), ([128, 1, 1], 4 * (64 + 64) * 32 * 2)
+        if kernel != "matmul_backward_weight":
+            if big >= MATMUL_BIG_TILES:
+                return [big, 1, 1], *big_tile
+            return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)), 1, 1], *small_tile
+        if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
+            return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
+        if big * MATMUL_SPLITS >= MATMUL_BIG_TILES:
+            return [big * MATMUL_SPLITS, 1, 1], *big_tile
+        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

@@ -79,9 +79,12 @@ def test_weight_gradients_launch_one_block_per_split_of_each_output_tile():
     # gpt2's attn proj (768x768, K = 32768): 144 tiles of 64x64, each split over `splits` blocks
     assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}) == \
         ([144 * splits, 1, 1], [128, 1, 1], 32768)
-    # its lm head: 393 x 6 tiles of 128x128, split too; the forward of the same shape is not split
+    # its lm head: 393 x 6 tiles of 128x128, enough without a split (one block a tile, whole clusters)
     assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == \
-        ([2358 * splits, 1, 1], [256, 1, 1], 49152)
+        ([2360, 1, 1], [256, 1, 1], 49152)
+    # fc: 24 x 6 tiles of 128x128, split
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}) == \
+        ([144 * splits, 1, 1], [256, 1, 1], 49152)
     assert geometry("matmul_forward", {"N": 32768, "C": 768, "OC": 768}) == ([256 * 6, 1, 1], [256, 1, 1], 49152)
 
 

@@ -8,17 +8,18 @@ the numbers here and the constants in the .cuh files must agree. Dynamic shared 
 matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
-still spread over the card. matmul_backward_weight launches MATMUL_SPLITS blocks per output tile
-(consecutive in x: a thread-block cluster from sm_90 on, each block a quarter of K; see matmul.cuh)
-unless it has MATMUL_BIG_TILES big tiles without splitting (the lm head); its grid is always whole
-clusters of MATMUL_SPLITS blocks.
+still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has MATMUL_BIG_TILES big tiles without
+splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per output tile (split_count: about
+SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach SPLIT_BLOCKS, else 64x64; the grid is
+always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it is launched in such clusters).
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
 """
 
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
-MATMUL_SPLITS = 4  # blocks per output tile of matmul_backward_weight (matmul.cuh: MM_SPLITS)
+MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
+SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)
 SHARED_LIMIT = 48 * 1024
 
 ATTENTION_THREADS = 128
@@ -30,6 +31,15 @@ KERNELS = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def split_count(tiles: int) -> int:
+    """Blocks per output tile of a split weight gradient: the fewest of 1, 2, 4 .. MATMUL_SPLITS that
+    give SPLIT_BLOCKS blocks, else MATMUL_SPLITS."""
+    splits = 1
+    while splits < MATMUL_SPLITS and tiles * splits < SPLIT_BLOCKS:
+        splits *= 2
+    return splits
 
 
 def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:
@@ -77,9 +87,11 @@ def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[in
             return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)), 1, 1], *small_tile
         if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
             return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
-        if big * MATMUL_SPLITS >= MATMUL_BIG_TILES:
-            return [big * MATMUL_SPLITS, 1, 1], *big_tile
-        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)) * MATMUL_SPLITS, 1, 1], *small_tile
+        splits = split_count(big)
+        if big * splits >= SPLIT_BLOCKS:
+            return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
+        small = max(1, _cdiv(M, 64) * _cdiv(Nn, 64))
+        return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

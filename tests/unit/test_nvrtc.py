@@ -73,19 +73,23 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul.cuh", "MM_SPLITS") == str(tensor_core_geometry.MATMUL_SPLITS)
 
 
-def test_weight_gradients_launch_one_block_per_split_of_each_output_tile():
+def test_weight_gradients_split_k_over_whole_clusters():
     geometry = tensor_core_geometry.tensor_core_geometry
-    splits = tensor_core_geometry.MATMUL_SPLITS
-    # gpt2's attn proj (768x768, K = 32768): 144 tiles of 64x64, each split over `splits` blocks
-    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}) == \
-        ([144 * splits, 1, 1], [128, 1, 1], 32768)
+    assert tensor_core_geometry.MATMUL_SPLITS == 8
+    # gpt2's attn proj (768x768, K = 32768): 144 tiles of 64x64, 4 blocks each
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}) == ([576, 1, 1], [128, 1, 1], 32768)
+    # its qkv (2304x768): 108 tiles of 128x128, 8 blocks each; fc (3072x768): 144 tiles, 4 each
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}) == ([864, 1, 1], [256, 1, 1], 49152)
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}) == ([576, 1, 1], [256, 1, 1], 49152)
     # its lm head: 393 x 6 tiles of 128x128, enough without a split (one block a tile, whole clusters)
-    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == \
-        ([2360, 1, 1], [256, 1, 1], 49152)
-    # fc: 24 x 6 tiles of 128x128, split
-    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}) == \
-        ([144 * splits, 1, 1], [256, 1, 1], 49152)
+    assert geometry("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == ([2360, 1, 1], [256, 1, 1], 49152)
+    # one tile: a whole cluster of 8; the forward of a shape is never split
+    assert geometry("matmul_backward_weight", {"N": 3, "C": 8, "OC": 5}) == ([8, 1, 1], [128, 1, 1], 32768)
     assert geometry("matmul_forward", {"N": 32768, "C": 768, "OC": 768}) == ([256 * 6, 1, 1], [256, 1, 1], 49152)
+    for tiles in (1, 3, 36, 144, 263):
+        splits = tensor_core_geometry.split_count(tiles)
+        assert splits in (1, 2, 4, 8) and (tiles * splits >= tensor_core_geometry.SPLIT_BLOCKS or splits == 8)
+
 
 
 def test_geometry_of_the_gpt2_launches():

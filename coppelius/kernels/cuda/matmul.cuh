@@ -21,14 +21,14 @@
 // atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
 // a row of dout^T, in n order.
 // Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
-// the grid holds MM_SPLITS blocks per output tile. From sm_90 on they form one thread-block
-// cluster; block s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32 partial tile in its shared
-// memory, and after a cluster barrier each block reduces a quarter of the tile's rows, reading the
-// S partials through distributed shared memory in split order 0..S-1 (then + old dweight, one
-// rounding). The sum order is fixed by the code, never by timing: deterministic without atomics
-// or scratch memory. Below sm_90 (no clusters) the first block of each tile's group sums all of
-// K and the others exit. Launches with many output tiles (the lm head) are not split: their grid
-// is one block per tile, rounded up to whole clusters.
+// from sm_90 on it is launched in thread-block clusters of MM_SPLITS blocks, and its grid holds S
+// blocks per output tile (S = 1, 2, 4 or 8, planned by tensor_core_geometry). The S blocks of a tile
+// are consecutive ranks of one cluster; block s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32
+// partial tile in its shared memory, and after a cluster barrier each block reduces 1/S of the
+// tile's rows, reading the S partials through distributed shared memory in split order 0..S-1
+// (then + old dweight, one rounding). The sum order is fixed by the code, never by timing:
+// deterministic without atomics or scratch memory. Below sm_90 (no clusters) the grid is read as
+// one block per tile and the blocks past the last tile exit.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -43,7 +43,7 @@ constexpr int MM_BK = 32;
 #define WG_MN_LBO 4096
 #define WG_MN_SBO 1024
 #endif
-constexpr int MM_SPLITS = 4;  // blocks (a cluster from sm_90 on) per backward_weight output tile
+constexpr int MM_SPLITS = 8;  // blocks (a cluster from sm_90 on) per backward_weight output tile
 
 // Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
 __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float v0, float v1, bool accumulate,
@@ -142,26 +142,34 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 
     if (M <= 0 || Nn <= 0) return;  // nothing to write
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN;
-    int pid = blockIdx.x, split = 0;
+    // Split-K: S = the most blocks per tile (1, 2, 4 .. splits) that the grid holds for every tile; a
+    // cluster of `splits` blocks then holds splits / S tiles, block rank r split r % S of tile r / S.
+    const int tiles = tilesM * tilesN;
+    int pid = blockIdx.x, split = 0, S = 1, first = 0;  // first: cluster rank of this tile's split 0
 #if __CUDA_ARCH__ >= 900
-    if (splits > 1 && (int)gridDim.x >= splits * tilesM * tilesN) {
-        pid = blockIdx.x / splits;
-        split = (int)cluster_rank();
-    } else {
-        splits = 1;
+    if (splits > 1) {
+        for (S = splits; S > 1 && (int)gridDim.x < S * tiles; S >>= 1) {
+        }
+        if (S > 1) {
+            const int rank = (int)cluster_rank();
+            pid = (int)(blockIdx.x / splits) * (splits / S) + rank / S;
+            split = rank % S;
+            first = rank - split;
+        }
     }
-#else
-    splits = 1;
 #endif
-    if (pid >= tilesM * tilesN) return;  // a grid rounded up to whole clusters (the same for a whole cluster)
-    int tm, tn;
-    mm_tile_of(pid, tilesM, tilesN, tm, tn);
+    splits = S;
+    if (splits == 1 && pid >= tiles) return;  // a grid rounded up to whole clusters, not split
+    // A split block past the last tile has no work, but takes part in its cluster's barriers.
+    const bool idle = pid >= tiles;
+    int tm = tilesM, tn = 0;
+    if (!idle) mm_tile_of(pid, tilesM, tilesN, tm, tn);
     const int m0 = tm * BM, n0 = tn * BN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
     const int KT_ALL = (K + MM_BK - 1) / MM_BK;
     const int kt0 = (int)((long long)KT_ALL * split / splits);
-    const int KT = (int)((long long)KT_ALL * (split + 1) / splits) - kt0;  // this split's k-tiles
+    const int KT = idle ? 0 : (int)((long long)KT_ALL * (split + 1) / splits) - kt0;  // this split's k-tiles
     const bool do_bias_sum = dbias != nullptr && tn == 0;
 
     // 16 x 8 fragments of the warp's accumulators (mma.sync and wgmma register layouts alike):
@@ -269,9 +277,9 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     if (splits > 1) {  // reduce the cluster's partial tiles, one band of warp rows (WTM rows) at a time
         constexpr int LD = BN + 8;   // fp32 row stride of a band: conflict-free float2 fragment stores
         constexpr int VEC = BN / 4;  // float4s a row
-        static_assert(WTM % MM_SPLITS == 0 && WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
+        static_assert(WTM % MM_SPLITS == 0 && BM % MM_SPLITS == 0 && WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
                       "a band of partials and the dbias partials fit in the pipeline's shared memory");
-        constexpr int ROWS = WTM / MM_SPLITS;  // rows of a band this block reduces
+        const int ROWS = WTM / splits;  // rows of a band this block reduces
         float* band_sum = reinterpret_cast<float*>(coptc_mm_smem);
         float* bias_part = band_sum + WTM * LD;
         __syncthreads();  // every warp is done with the pipeline's tiles
@@ -291,9 +299,9 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
             for (int i = tid; i < ROWS * VEC; i += NT) {
                 const int r = split * ROWS + i / VEC, c = (i % VEC) * 4;
                 const int row = m0 + band * WTM + r, col = n0 + c;
-                float4 v = ld_cluster_f4(band_sum + r * LD + c, 0);
+                float4 v = ld_cluster_f4(band_sum + r * LD + c, first);
                 for (int s = 1; s < splits; ++s) {
-                    const float4 p = ld_cluster_f4(band_sum + r * LD + c, s);
+                    const float4 p = ld_cluster_f4(band_sum + r * LD + c, first + s);
                     v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
                 }
                 if (row < M) {
@@ -302,10 +310,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
                     mm_store_pair(o + 2, col + 2, Nn, v.z, v.w, accumulate, pair_ok);
                 }
             }
-            if (band == 0 && do_bias_sum && tid < BM / MM_SPLITS) {
-                const int r = split * (BM / MM_SPLITS) + tid;
-                float b = ld_cluster_f32(bias_part + r, 0);
-                for (int s = 1; s < splits; ++s) b += ld_cluster_f32(bias_part + r, s);
+            if (band == 0 && do_bias_sum && tid < BM / splits) {
+                const int r = split * (BM / splits) + tid;
+                float b = ld_cluster_f32(bias_part + r, first);
+                for (int s = 1; s < splits; ++s) b += ld_cluster_f32(bias_part + r, first + s);
                 if (m0 + r < M) dbias[m0 + r] = __float2half_rn(b);
             }
             cluster_sync();  // every block is done reading this band before it is overwritten (or exits)
@@ -362,7 +370,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
-// Launched in clusters of MM_SPLITS blocks from sm_90 on (split-K when the grid asks for it, see the top).
+// Launched in clusters of MM_SPLITS blocks from sm_90 on (split-K as the grid asks, see the top).
 #if __CUDA_ARCH__ >= 900
 #define COPPELIUS_MM_SPLIT_CLUSTER __cluster_dims__(coptc::MM_SPLITS, 1, 1)
 #else

@@ -26,7 +26,7 @@ if [ -n "$tests" ]; then
 fi
 unset COPPELIUS_TC_CUBIN
 echo "== bench (steps $steps, profile reps $reps, peers '$peers')"
-timeout 300 python3 bench/train_gpu.py --steps "$steps" --profile "$reps" --peer-modes "$peers" --out "$OUT/results"
+timeout ${BENCH_TIMEOUT:-300} python3 bench/train_gpu.py --steps "$steps" --profile "$reps" --peer-modes "$peers" --out "$OUT/results"
 if [ -n "$baseline" ]; then
     echo "== baseline tree $baseline: profile only"
     (cd "$baseline" && mkdir -p "$OUT/baseline" && timeout 200 python3 bench/train_gpu.py --steps "$steps" \

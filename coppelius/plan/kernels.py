@@ -53,7 +53,7 @@ KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
 THREADS = 256
 # Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
 PACK = 8                # fp16 values per thread in the element-wise kernels (common.cuh: PACK)
-ENCODER_ROWS = 64       # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
+ENCODER_ROWS = 8        # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
 ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
 ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
 LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)

@@ -39,10 +39,6 @@
 namespace coptc {
 
 constexpr int MM_BK = 32;
-#ifndef WG_MN_LBO
-#define WG_MN_LBO 4096
-#define WG_MN_SBO 1024
-#endif
 constexpr int MM_SPLITS = 8;  // blocks (a cluster from sm_90 on) per backward_weight output tile
 
 // Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
@@ -221,9 +217,9 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #pragma unroll
             for (int kk = 0; kk < MM_BK / 16; ++kk) {
                 const unsigned long long a = AK ? wg_desc(sA + wg * 64 * MM_BK + kk * 16, 16, 512, 2)
-                                                : wg_desc(sA + wg * 64 * MM_BK + kk * 16 * 64, WG_MN_LBO, WG_MN_SBO, 1);
+                                                : wg_desc(sA + wg * 64 * MM_BK + kk * 16 * 64, 4096, 1024, 1);
                 const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, 512, 2)
-                                                      : wg_desc(sB + kk * 16 * 64, WG_MN_LBO, WG_MN_SBO, 1);
+                                                      : wg_desc(sB + kk * 16 * 64, 4096, 1024, 1);
                 wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
             }
             wg_commit();

@@ -9,6 +9,9 @@ first holds the GPU until the host has issued the whole piece, so no command wai
 step runs). Rates: matmuls and attention in TFLOP/s (causal attention: 2 B NH T^2 hs forward,
 2.5x that backward), every command in GB/s of the bytes its parameters cover (plan/kernels.py:
 extents, a read-and-written parameter counted twice).
+A command's time includes the GPU's gap between two launches with an event between them (a few
+microseconds): for microsecond kernels (the tiny model) the per-command times are upper bounds and
+their sum exceeds the graph's replay; for the others the two agree within a few percent.
 """
 import ctypes
 import statistics

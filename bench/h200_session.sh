@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lent-H200 call: check the tensor-core kernels, run them under compute-sanitizer, profile the
 # update piece of each model and benchmark against the peer, logs and results under $OUT.
-#   [SANITIZE=PYTEST_K] bench/h200_session.sh STEPS PROFILE_REPS PEER_MODES [BASELINE_TREE] [PYTEST_K]
+#   [SANITIZE=PYTEST_K] [BENCH_TIMEOUT=S] bench/h200_session.sh STEPS PROFILE_REPS PEER_MODES [BASELINE_TREE] [PYTEST_K]
 # Wheels the device lacks are installed from .whl/ first (the device README's recipe). When
 # BASELINE_TREE is given (a copy of an earlier tree), its update piece is profiled too, without
 # the peer, for a before/after table from one machine. SANITIZE names the tests (pytest -k) run under
@@ -18,7 +18,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 
-python3 -c "from coppelius.realize.nvrtc import compile_cubin; open('/tmp/k.cubin','wb').write(compile_cubin('sm_90')[0])"
+python3 -c "from coppelius.realize.nvrtc import compile_cubin
+open('/tmp/k.cubin', 'wb').write(compile_cubin('sm_90')[0])"
 export COPPELIUS_TC_CUBIN=/tmp/k.cubin
 if [ -n "$tests" ]; then
     echo "== tests/gpu/test_tensor_cores_gpu.py -k '$tests'"
@@ -26,7 +27,8 @@ if [ -n "$tests" ]; then
 fi
 unset COPPELIUS_TC_CUBIN
 echo "== bench (steps $steps, profile reps $reps, peers '$peers')"
-timeout ${BENCH_TIMEOUT:-300} python3 bench/train_gpu.py --steps "$steps" --profile "$reps" --peer-modes "$peers" --out "$OUT/results"
+timeout ${BENCH_TIMEOUT:-300} python3 bench/train_gpu.py --steps "$steps" --profile "$reps" --peer-modes "$peers" \
+    --out "$OUT/results"
 if [ -n "$baseline" ]; then
     echo "== baseline tree $baseline: profile only"
     (cd "$baseline" && mkdir -p "$OUT/baseline" && timeout 200 python3 bench/train_gpu.py --steps "$steps" \
@@ -36,8 +38,9 @@ if [ -n "${SANITIZE:-}" ]; then
     export COPPELIUS_TC_CUBIN=/tmp/k.cubin
     for tool in memcheck racecheck; do
         echo "== compute-sanitizer --tool $tool (small ragged matmuls, both tile shapes, split-K clusters)"
-        timeout 150 compute-sanitizer --tool $tool --report-api-errors no --print-limit 20 python3 -m pytest -q -m gpu -p no:cacheprovider \
-            tests/gpu/test_tensor_cores_gpu.py -k "$SANITIZE" > "$OUT/$tool.txt" 2>&1
+        timeout 150 compute-sanitizer --tool $tool --report-api-errors no --print-limit 20 \
+            python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_tensor_cores_gpu.py -k "$SANITIZE" \
+            > "$OUT/$tool.txt" 2>&1
         grep -v "Host Frame\|^=========  *$" "$OUT/$tool.txt" | head -40
     done
 fi

@@ -24,7 +24,8 @@ from coppelius.formats import tables
 from coppelius.plan.kernels import ACCESS, KERNELS, PTR_KINDS, SCALAR_KINDS, extents, param_layout
 from coppelius.runtime.cuda import KERNEL_NAMES, check
 
-SPIN = b'extern "C" __global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }'
+SPIN = (b'extern "C" __global__ void spin(long long cycles) '
+        b'{ long long t = clock64(); while (clock64() - t < cycles) {} }')
 ELEMENT_BYTES = {"f16*": 2, "f32*": 4, "i32*": 4}
 OP_NAMES = {v: k for k, v in tables.OPS.items()}
 
@@ -101,7 +102,8 @@ def issuer(device, command):
         size = ctypes.c_size_t(max(off + (8 if kind in PTR_KINDS else 4) for _, kind, off in layout))
         extra = (ctypes.c_void_p * 5)(1, block, 2, ctypes.addressof(size), 0)
         function = device.functions[int(launch["kernel"])]
-        grid, threads, shared = [int(g) for g in launch["grid"]], [int(b) for b in launch["block"]], int(launch["shared"])
+        grid, threads = [int(g) for g in launch["grid"]], [int(b) for b in launch["block"]]
+        shared = int(launch["shared"])
 
         def go(keep=(size, extra)):
             check(driver.cuLaunchKernel(function, *grid, *threads, shared, stream, None, ctypes.addressof(keep[1])),
@@ -111,13 +113,13 @@ def issuer(device, command):
         dst = device._device(command["dst"], command["dst_offset"])
         value = int(command["value"]) & 0xFF
         return lambda: check(driver.cuMemsetD8Async(dst, value, n, stream), "cuMemsetD8Async")
-    if op == tables.OPS["h2d"]:
-        dst, src = device._device(command["dst"], command["dst_offset"]), device._host(command["src"], command["src_offset"])
-        return lambda: check(driver.cuMemcpyHtoDAsync(dst, src, n, stream), "cuMemcpyHtoDAsync")
-    if op == tables.OPS["d2h"]:
-        dst, src = device._host(command["dst"], command["dst_offset"]), device._device(command["src"], command["src_offset"])
-        return lambda: check(driver.cuMemcpyDtoHAsync(dst, src, n, stream), "cuMemcpyDtoHAsync")
-    dst, src = device._device(command["dst"], command["dst_offset"]), device._device(command["src"], command["src_offset"])
+    host = op in (tables.OPS["h2d"], tables.OPS["d2h"])
+    src = (device._host if op == tables.OPS["h2d"] else device._device)(command["src"], command["src_offset"])
+    dst = (device._host if op == tables.OPS["d2h"] else device._device)(command["dst"], command["dst_offset"])
+    if host:
+        copy, call = (driver.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync") if op == tables.OPS["h2d"] else \
+            (driver.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync")
+        return lambda: check(copy(dst, src, n, stream), call)
     return lambda: check(driver.cuMemcpyDtoDAsync(dst, src, n, stream), "cuMemcpyDtoDAsync")
 
 
@@ -202,7 +204,8 @@ def markdown(model: str, batch: int, profile: dict, device_name: str, date: str)
         tf = f"{g['flops'] / g['ms'] / 1e9:.0f}" if g["flops"] and g["ms"] else ""
         gb = f"{g['bytes'] / g['ms'] / 1e6:.0f}" if g["ms"] else ""
         lines.append(f"| {g['kernel']} | {g['launches']} | {g['ms']:.3f} | {100 * g['share']:.1f}% | {tf} | {gb} |")
-    lines += ["", "| # | kernel | shape | grid x block | ms | share | TFLOP/s | GB/s |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| # | kernel | shape | grid x block | ms | share | TFLOP/s | GB/s |",
+              "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(profile["commands"]):
         shape = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["shape"].items())
         geometry = f"{r['grid']} x {r['block'][0]}" if "grid" in r else ""

@@ -76,7 +76,8 @@ def main():
     parser.add_argument("--models", default="tiny,small,gpt2-124m")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--peer-modes", default="eager,compile,graph", help="comma-separated; empty: no peer")
+    parser.add_argument("--peer-modes", default="eager,compile,graph",
+                        help="comma-separated; empty: no peer")
     parser.add_argument("--profile", type=int, default=0, metavar="REPS",
                         help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()

@@ -8,10 +8,11 @@ the numbers here and the constants in the .cuh files must agree. Dynamic shared 
 matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
-still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has MATMUL_BIG_TILES big tiles without
-splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per output tile (split_count: about
-SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach SPLIT_BLOCKS, else 64x64; the grid is
-always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it is launched in such clusters).
+still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has
+MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per
+output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach
+SPLIT_BLOCKS, else 64x64; the grid is always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it
+is launched in such clusters).
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.

@@ -288,7 +288,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
                     for (int h = 0; h < 2; ++h) {
                         const int r = frag_row(f) - band * WTM + (lane >> 2) + h * 8;
                         const int c = frag_col(f) + (lane & 3) * 2;
-                        *reinterpret_cast<float2*>(band_sum + r * LD + c) = make_float2(acc[f][2 * h], acc[f][2 * h + 1]);
+                        *reinterpret_cast<float2*>(band_sum + r * LD + c) =
+                            make_float2(acc[f][2 * h], acc[f][2 * h + 1]);
                     }
             }
             cluster_sync();  // every block's partial band (and dbias partials) written

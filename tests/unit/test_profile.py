@@ -38,7 +38,8 @@ def test_the_tables_sum_per_kernel_largest_first():
              "grid": [4, 1, 1], "block": [256, 1, 1]}]
     total = sum(r["ms"] for r in rows)
     for r in rows:
-        r |= {"share": r["ms"] / total, "tflops": r["flops"] / r["ms"] / 1e9 or None, "gbps": r["bytes"] / r["ms"] / 1e6}
+        r |= {"share": r["ms"] / total, "tflops": r["flops"] / r["ms"] / 1e9 or None,
+              "gbps": r["bytes"] / r["ms"] / 1e6}
     profile = {"commands": rows, "sum_ms": total, "graph_ms": 3.9, "reps": 5, "starved_reps": 0}
     groups = profile_gpu.by_kernel(profile)
     assert [(g["kernel"], g["launches"], g["ms"]) for g in groups] == [("matmul_forward", 2, 3.5), ("memset", 1, 0.5)]

@@ -1,11 +1,13 @@
 """Coppelius against PyTorch on the same GPU, model, precision and batch, in one run.
 
-    python bench/train_gpu.py [--models tiny,small,gpt2-124m] [--steps 30] [--out bench/results]
+    python bench/train_gpu.py [--models tiny,small,gpt2-124m] [--steps 30] [--out bench/results] [--profile REPS]
 
 For each model: Coppelius's ms/step (the host ELF replayed on the CUDA device, each piece a CUDA
 graph), the peer's eager, torch.compile and whole-step-graph ms/step, the ratios, and the two
 floors (model FLOPs over the measured fp16 matmul rate; the fewest bytes a step must move over
-the measured copy bandwidth). Writes one JSON with device and date.
+the measured copy bandwidth). Writes one JSON with device and date. With --profile, also each
+model's update piece timed command by command (bench/profile_gpu.py) on the same loaded device,
+written as profile-MODEL-DATE.md beside the JSON and into it.
 """
 import argparse
 import datetime
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
 
 
-def coppelius_ms(model: str, batch: int, steps: int, work: Path) -> tuple[float, dict]:
+def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, dict]:
     from coppelius.config import ROOT as CROOT, resolve
     from coppelius.runtime.interpreter import Program, Run, open_device
     from coppelius.stages import build_chain
@@ -40,14 +42,19 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path) -> tuple[float,
     paths = build_chain(config, work / model)
     program = Program(paths["elf"])
     device = open_device(program)
+    plan = json.loads(Path(paths["plan"]).read_text())
+    profile = None
     try:
         record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train").execute()
+        if profile_reps:
+            from profile_gpu import profile_update
+            profile = profile_update(device, plan, device.describe()["arch"], profile_reps)
     finally:
         device.close()
     times = [s["time"] for s in record["steps"]]
     deltas = sorted(b - a for a, b in zip(times[3:], times[4:]))
-    plan = json.loads(Path(paths["plan"]).read_text())
-    return 1000 * deltas[len(deltas) // 2], {"plan": plan, "losses": [s["loss"] for s in record["steps"]]}
+    return 1000 * deltas[len(deltas) // 2], {"plan": plan, "losses": [s["loss"] for s in record["steps"]],
+                                             "profile": profile}
 
 
 def floors(plan: dict, ceilings: dict) -> dict:
@@ -69,7 +76,10 @@ def main():
     parser.add_argument("--models", default="tiny,small,gpt2-124m")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--peer-modes", default="eager,compile,graph")
+    parser.add_argument("--peer-modes", default="eager,compile,graph",
+                        help="comma-separated; empty: no peer")
+    parser.add_argument("--profile", type=int, default=0, metavar="REPS",
+                        help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()
     ceilings = measure_ceilings()
     print(f"ceilings: fp16 matmul {ceilings['matmul_tflops']:.0f} TFLOP/s, copy {ceilings['copy_tbps']:.2f} TB/s", flush=True)
@@ -78,11 +88,11 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="coppelius-bench-"))
     for model in args.models.split(","):
         batch = BATCH[model]
-        ours, info = coppelius_ms(model, batch, args.steps, work)
+        ours, info = coppelius_ms(model, batch, args.steps, work, args.profile)
         plan = info["plan"]
         learner = {k: float(Fraction(v)) for k, v in plan["learner"].items()}
         peers = {}
-        for mode in args.peer_modes.split(","):
+        for mode in filter(None, args.peer_modes.split(",")):
             try:
                 peers[mode] = peer_ms(plan["model"], batch, learner, mode, args.steps)
             except Exception as error:  # a peer mode that cannot run here is reported, not fatal
@@ -94,6 +104,15 @@ def main():
                  "ratio_peer_over_coppelius": {m: (v / ours if v else None) for m, v in peers.items()},
                  "over_floor": ours / max(floor["flops_ms"], floor["bytes_ms"]),
                  "losses_first_last": [info["losses"][0], info["losses"][-1]]}
+        if info["profile"]:
+            from profile_gpu import by_kernel, markdown
+            entry["profile"] = info["profile"] | {"by_kernel": by_kernel(info["profile"])}
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"profile-{model}-{report['date']}.md").write_text(
+                markdown(model, batch, info["profile"], report["device"], report["date"]))
+            for g in entry["profile"]["by_kernel"][:8]:
+                print(f"  {g['kernel']:>24} {g['launches']:4d} launches {g['ms']:9.3f} ms {100 * g['share']:5.1f}%")
         report["models"][model] = entry
         print(f"{model:>10} batch {batch:>3}: coppelius {ours:8.3f} ms | " +
               " | ".join(f"{m} {v:8.3f} ms ({v / ours:5.2f}x)" if v else f"{m} n/a" for m, v in peers.items()) +

@@ -9,7 +9,11 @@ The five tensor-core kernels (matmul.cuh, attention.cuh). Dynamic shared memory 
 matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
-still spread over the card.
+still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has
+MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per
+output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach
+SPLIT_BLOCKS, else 64x64; the grid is always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it
+is launched in such clusters).
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
@@ -18,13 +22,15 @@ queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not
 # Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
 THREADS = 256           # threads per block of every non-tensor-core kernel (common.cuh: THREADS)
 PACK = 8                # fp16 values per thread in the element-wise kernels (common.cuh: PACK)
-ENCODER_ROWS = 64       # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
+ENCODER_ROWS = 8        # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
 ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
 ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
 LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
 LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
+MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
+SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)
 
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
@@ -99,14 +105,30 @@ def attention_shared_bytes(kernel: str, hsp: int) -> int:
     return max(keys, queries)
 
 
+def split_count(tiles: int) -> int:
+    """Blocks per output tile of a split weight gradient: the fewest of 1, 2, 4 .. MATMUL_SPLITS that
+    give SPLIT_BLOCKS blocks, else MATMUL_SPLITS."""
+    splits = 1
+    while splits < MATMUL_SPLITS and tiles * splits < SPLIT_BLOCKS:
+        splits *= 2
+    return splits
+
+
 def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
     """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
     if kernel.startswith("matmul_"):
         M, Nn, _ = matmul_shape(kernel, scalars)
         big = _cdiv(M, 128) * _cdiv(Nn, 128)
-        if big >= MATMUL_BIG_TILES:
-            return [big, 1, 1], [256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2
-        return [max(1, _cdiv(M, 64) * _cdiv(Nn, 64)), 1, 1], [128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2
+        big_tile, small_tile = ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2), ([128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2)
+        small = _cdiv(M, 64) * _cdiv(Nn, 64)
+        if kernel != "matmul_backward_weight":
+            return ([big, 1, 1], *big_tile) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *small_tile)
+        if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
+            return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
+        splits = split_count(big)
+        if big * splits >= SPLIT_BLOCKS:
+            return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
+        return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

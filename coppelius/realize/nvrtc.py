@@ -20,6 +20,10 @@ MAIN = "kernels.cu"
 # the cubin silently; adamw forbids contraction itself where it must match the cpu device exactly.
 OPTIONS = ("--std=c++17", "-default-device", "--fmad=true", "--no-source-include")
 PACKAGES = ("nvidia-cuda-nvrtc", "nvidia-cuda-runtime")
+# The arch NVRTC compiles for, where it is not the target's own: Hopper's warpgroup MMA (wgmma) exists
+# only in sm_90a code, which runs on every card of compute capability 9.0, the one sm_90 (the target,
+# its admission and its card check stay sm_90; the matmuls take wgmma where __CUDA_ARCH_FEAT_SM90_ALL).
+ARCH_FEATURES = {"sm_90": "sm_90a"}
 
 
 
@@ -84,7 +88,7 @@ def options(arch: str) -> list[str]:
     """The options of a compilation for arch, as recorded in a stage's key (no machine's paths)."""
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise CoppeliusError(f"config: target arch is {arch!r}; a CUDA target names an arch like sm_90")
-    return [f"--gpu-architecture={arch}", *OPTIONS]
+    return [f"--gpu-architecture={ARCH_FEATURES.get(arch, arch)}", *OPTIONS]
 
 
 def compile_cubin(arch: str, sources: Path = SOURCES, cached: bool = True) -> tuple[bytes, str]:

@@ -289,7 +289,7 @@ def test_matmul(gpu, rng, N, C, OC):
     _matmul_case(gpu, rng, N, C, OC, full_check=N * C * OC <= 2 ** 31)
 
 
-@pytest.mark.parametrize("N,C,OC", [(32768, 768, 2304), (32768, 3072, 768), (2048, 768, 50304)])
+@pytest.mark.parametrize("N,C,OC", [(32768, 768, 2304), (32768, 768, 768), (32768, 3072, 768), (2048, 768, 50304)])
 def test_matmul_gpt2(gpu, rng, N, C, OC):
     """gpt2-124m shapes (the head at N=2048 rows to keep the data and float64 check small): sampled rows."""
     rows = np.unique(np.r_[rng.choice(N, 96, replace=False), 0, N - 1])
@@ -408,7 +408,8 @@ def test_timings(gpu, rng):
     for label, (N, C, OC) in {"gpt2 qkv": (32768, 768, 2304), "gpt2 attn proj": (32768, 768, 768),
                               "gpt2 fc": (32768, 768, 3072), "gpt2 fc proj": (32768, 3072, 768),
                               "gpt2 lm head": (32768, 768, 50304), "small qkv": (16384, 384, 1152),
-                              "small fc proj": (16384, 1536, 384), "tiny qkv": (512, 64, 192)}.items():
+                              "small attn proj": (16384, 384, 384), "small fc proj": (16384, 1536, 384),
+                              "tiny qkv": (512, 64, 192)}.items():
         _time_matmul(gpu, rng, N, C, OC, label)
     _time_attention(gpu, rng, 32, 1024, 768, 12, "gpt2 attention")
     _time_attention(gpu, rng, 64, 256, 384, 6, "small attention")

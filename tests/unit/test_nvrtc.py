@@ -73,11 +73,30 @@ def test_geometry_constants_match_the_kernels():
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
     assert constant("attention.cuh", "AT_BR") == constant("attention.cuh", "AT_BCK") == str(geometry.ATTENTION_ROWS)
     assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
+    assert constant("matmul.cuh", "MM_SPLITS") == str(geometry.MATMUL_SPLITS)
+
+
+def test_weight_gradients_split_k_over_whole_clusters():
+    tc = geometry.tensor_core_geometry
+    assert geometry.MATMUL_SPLITS == 8
+    # gpt2's attn proj (768x768, K = 32768): 144 tiles of 64x64, 4 blocks each
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}) == ([576, 1, 1], [128, 1, 1], 32768)
+    # its qkv (2304x768): 108 tiles of 128x128, 8 blocks each; fc (3072x768): 144 tiles, 4 each
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}) == ([864, 1, 1], [256, 1, 1], 49152)
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}) == ([576, 1, 1], [256, 1, 1], 49152)
+    # its lm head: 393 x 6 tiles of 128x128, enough without a split (one block a tile, whole clusters)
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == ([2360, 1, 1], [256, 1, 1], 49152)
+    # one tile: a whole cluster of 8; the forward of a shape is never split
+    assert tc("matmul_backward_weight", {"N": 3, "C": 8, "OC": 5}) == ([8, 1, 1], [128, 1, 1], 32768)
+    assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 768}) == ([256 * 6, 1, 1], [256, 1, 1], 49152)
+    for tiles in (1, 3, 36, 144, 263):
+        splits = geometry.split_count(tiles)
+        assert splits in (1, 2, 4, 8) and (tiles * splits >= geometry.SPLIT_BLOCKS or splits == 8)
 
 
 def test_geometry_of_the_gpt2_launches():
     s = {"B": 32, "T": 1024, "C": 768, "Vp": 50304, "N": 32768, "V": 50257}
-    assert geometry.geometry("encoder_backward", s) == ([786 + 128, 3, 1], [256, 1, 1], 0)
+    assert geometry.geometry("encoder_backward", s) == ([6288 + 128, 3, 1], [256, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", s) == ([96 + 4096, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)

@@ -36,37 +36,37 @@ extern "C" __global__ void __launch_bounds__(256)
 // added to the old dwte last; exactly what the cpu device's np.add.at does, so the two agree bit
 // for bit (dwpe likewise, summed over b in order).
 //
-// Rows of dwte: a block owns ROWS = 64 consecutive vocabulary rows and a CHUNK of 256 channels
-// (grid.y), a warp 8 of the rows (row % 8 == warp, so that neighbouring frequent tokens land on
-// different warps), a lane 8 channels (one 16-byte access of a dout row). Its 64 sums live in the
-// lane's registers for the whole kernel. The block walks all B*T tokens in windows of 2048 staged
-// in shared memory; a window's 32-token chunks holding none of the block's rows are skipped with
-// one bitmask (most chunks, for a large vocabulary), and in the others each warp picks its matches
-// with one ballot and queues them; every INFLIGHT queued matches it loads their dout rows at once
-// and adds them in position order.
-// (A match adds to all 8 of the warp's row sums, +0 to the 7 others: a run-time row index would
-// put the sums in local memory.) A row no token hits is not written.
+// Rows of dwte: a block owns ROWS = 8 consecutive vocabulary rows and a CHUNK of 256 channels
+// (grid.y), a warp one of the rows, a lane 8 channels (one 16-byte access of a dout row). Its sums
+// live in the lane's registers for the whole kernel. The block walks all B*T tokens in windows of
+// 2048 staged in shared memory; a window's 32-token chunks holding none of the block's rows are
+// skipped with one bitmask (most chunks, for a large vocabulary), and in the others each warp picks
+// its matches with one ballot and queues them; every INFLIGHT queued matches it loads their dout
+// rows at once and adds them in position order. A row no token hits is not written.
+// (The code keeps a warp's rows general, ROWS_PER_WARP; with more than one, a match adds to all
+// of them, +0 to the others, since a run-time row index would put the sums in local memory.)
 //
 // Cost: every block reads the token ids (L2 hits), each dout row is read by the warps owning its
-// token. A frequent token serializes on its warp: with Zipf-distributed tokens (the top one 9% of
-// the positions) it took 1.2 ms on the H200 at gpt2-124m's sizes (B*T = 32768, C = 768,
-// Vp = 50304), and as long for a byte vocabulary (B*T = 16384, C = 384), against tens of
-// microseconds for the bytes it must move. The way out is to split a frequent row's positions
-// over several warps (fixed segments, their sums combined in warp order), or, with scratch memory
-// that the catalog's ABI does not give this kernel, a counting sort of positions by token and a
-// block per token.
+// token. A frequent token serializes on its warp, whose chain of adds is the kernel's floor. With
+// 64 rows a block (8 a warp), a byte vocabulary (Vp = 256) had 8 blocks of dwte work on the whole
+// card and 64 +0 adds a match: 1.2-1.3 ms on the H200 for small (B*T = 16384, C = 384) and gpt2-124m
+// (B*T = 32768, C = 768), against tens of microseconds for the bytes it must move. One row a warp
+// gives 8x the warps and 8x fewer adds, with deeper load batches (INFLIGHT 16).
+// The way further is to split a frequent row's positions over several warps (fixed segments,
+// their sums combined in warp order: not the cpu device's order), or, with scratch memory that the
+// catalog's ABI does not give this kernel, a counting sort of positions by token.
 //
 // Rows of dwpe: blocks with blockIdx.x >= ceil(Vp / ROWS), a warp per position t, a lane 8 channels.
 //
-// Geometry (plan/kernels.py): grid = (ceil(Vp / 64) + ceil(T / 8), ceil(C / 256)), blocks of 256.
+// Geometry (plan/kernels.py): grid = (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), blocks of 256.
 namespace cpl {
 namespace eb {
-constexpr int ROWS = 64;
+constexpr int ROWS = 8;  // one vocabulary row a warp: many blocks, and no +0 adds (see above)
 constexpr int ROWS_PER_WARP = ROWS / WARPS;
 constexpr int CHUNK = 32 * PACK;
 constexpr int WINDOW = THREADS * PACK;
 constexpr int CHUNKS = WINDOW / 32;  // 64: one bit each in a 64-bit mask
-constexpr int INFLIGHT = 6;  // 8 spills at the 128-register cap and ran 10% slower on the H200
+constexpr int INFLIGHT = 16;  // dout rows a warp loads at once (with 64 rows a block, 8 spilled)
 constexpr int POSITIONS = WARPS;  // dwpe positions per block
 }  // namespace eb
 

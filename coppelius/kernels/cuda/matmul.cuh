@@ -20,6 +20,15 @@
 // Deterministic: every output element is one thread's fp32 accumulator, summed in k order; no
 // atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
 // a row of dout^T, in n order.
+// Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
+// from sm_90 on it is launched in thread-block clusters of MM_SPLITS blocks, and its grid holds S
+// blocks per output tile (S = 1, 2, 4 or 8, planned by tensor_core_geometry). The S blocks of a tile
+// are consecutive ranks of one cluster; block s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32
+// partial tile in its shared memory, and after a cluster barrier each block reduces 1/S of the
+// tile's rows, reading the S partials through distributed shared memory in split order 0..S-1
+// (then + old dweight, one rounding). The sum order is fixed by the code, never by timing:
+// deterministic without atomics or scratch memory. Below sm_90 (no clusters) the grid is read as
+// one block per tile and the blocks past the last tile exit.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -30,6 +39,23 @@
 namespace coptc {
 
 constexpr int MM_BK = 32;
+constexpr int MM_SPLITS = 8;  // blocks (a cluster from sm_90 on) per backward_weight output tile
+
+// Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
+__device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float v0, float v1, bool accumulate,
+                                              bool pair_ok) {
+    if (pair_ok && col + 1 < Nn) {
+        if (accumulate) {
+            const float2 old = __half22float2(*reinterpret_cast<const __half2*>(o));
+            v0 += old.x;
+            v1 += old.y;
+        }
+        *reinterpret_cast<__half2*>(o) = __floats2half2_rn(v0, v1);
+    } else {
+        if (col < Nn) o[0] = __float2half_rn(v0 + (accumulate ? __half2float(o[0]) : 0.f));
+        if (col + 1 < Nn) o[1] = __float2half_rn(v1 + (accumulate ? __half2float(o[1]) : 0.f));
+    }
+}
 
 // The column-tile / row-tile of a 1-D block index, in groups of 8 row tiles so that the blocks
 // resident at one time share their A rows and B columns in L2.
@@ -44,10 +70,18 @@ __device__ __forceinline__ void mm_tile_of(int pid, int tilesM, int tilesN, int&
     tn = in / gsize;
 }
 
+// Element offset of chunk c (r c*8..c*8+7) of k row k in a transposed tile laid out as wgmma's
+// MN-major atoms: [R/64 atoms][32 k][64], each k row of an atom 128 bytes, 16-byte chunks XOR-swizzled
+// by k % 8 (the 128-byte swizzle; atoms start 4 KiB apart).
+__device__ __forceinline__ int mn_atom(int k, int c) {
+    return (c >> 3) * (MM_BK * 64) + k * 64 + (((c & 7) ^ (k & 7)) << 3);
+}
+
 // Load one k-tile of an operand into shared memory.
 // KMAJOR: global [R rows][ld] with k along the row: tile [R][32], chunk (r, c) = rows r, k c*8..
 // else:   global [K rows][ld] with r along the row: tile [32][R], chunk (k, c) = k row, r c*8..
-template <int R, int NT, bool KMAJOR>
+//         (ATOMS: laid out by mn_atom, for wgmma; else swizzled rows of R, for ldmatrix.trans)
+template <int R, int NT, bool KMAJOR, bool ATOMS = false>
 __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax, int K,
                                         int ld, bool vec) {
     constexpr int CH = KMAJOR ? MM_BK / 8 : R / 8;
@@ -59,7 +93,7 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
         const int row = id / CH, c = id % CH;
         int gr, gk;  // the tile's row index (m or n) and k index of the chunk's first element
         if (KMAJOR) { gr = r0 + row; gk = k0 + c * 8; } else { gk = k0 + row; gr = r0 + c * 8; }
-        __half* dst = s + swz<CH>(row, c);
+        __half* dst = s + (!KMAJOR && ATOMS ? mn_atom(row, c) : swz<CH>(row, c));
         const size_t off = KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr;
         if (vec) {
             const bool ok = gr < Rmax && gk < K;
@@ -77,45 +111,79 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
 }
 
 // out[M,Nn] (leading dimension Nn) = A B (+ bias[n]) (+ out when accumulate); dbias[m] = sum_k A(m,k)
-// when dbias is given (only with A stored [K][M]).
+// when dbias is given (only with A stored [K][M]). splits > 1 (only in a kernel launched in clusters
+// of that many blocks): when the grid holds `splits` blocks per tile, the blocks of a cluster share
+// one tile and split its K; a smaller grid (at least one block per tile) is not split.
 template <int BM, int BN, int WM, int WN, int STAGES, bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* __restrict__ A,
                                         const __half* __restrict__ B, const __half* __restrict__ bias,
                                         __half* __restrict__ dbias, int M, int Nn, int K, int lda, int ldb,
-                                        bool accumulate, bool vec) {
+                                        bool accumulate, bool vec, int splits) {
     constexpr int NT = WM * WN * 32;
     constexpr int WTM = BM / WM, WTN = BN / WN;
     constexpr int MI = WTM / 16, NI = WTN / 8;
     static_assert(NI % 2 == 0, "warp tile n must be a multiple of 16");
     constexpr int A_ELEMS = BM * MM_BK, STAGE_ELEMS = (BM + BN) * MM_BK;
-    extern __shared__ __align__(128) unsigned char coptc_smem[];
-    __half* sm = reinterpret_cast<__half*>(coptc_smem);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // sm_90a, 128x128 tiles: two warpgroups, each 64 rows x 128 columns on wgmma, operands straight
+    // from the same shared tiles (K-major tiles are already wgmma's 64-byte-swizzled layout; transposed
+    // ones are laid out as its 128-byte-swizzled MN-major atoms instead).
+    constexpr bool WG = BM == 128 && BN == 128 && WM == 2 && WN == 4;
+#else
+    constexpr bool WG = false;
+#endif
+    // wgmma's swizzle patterns hold for tiles at 1024-byte-aligned shared addresses
+    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
+    __half* sm = reinterpret_cast<__half*>(coptc_mm_smem);
 
     if (M <= 0 || Nn <= 0) return;  // nothing to write
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN;
-    int tm, tn;
-    mm_tile_of(blockIdx.x, tilesM, tilesN, tm, tn);
-    if (tm >= tilesM) return;  // (never, with the planned grid)
+    // Split-K: S = the most blocks per tile (1, 2, 4 .. splits) that the grid holds for every tile; a
+    // cluster of `splits` blocks then holds splits / S tiles, block rank r split r % S of tile r / S.
+    const int tiles = tilesM * tilesN;
+    int pid = blockIdx.x, split = 0, S = 1, first = 0;  // first: cluster rank of this tile's split 0
+#if __CUDA_ARCH__ >= 900
+    if (splits > 1) {
+        for (S = splits; S > 1 && (int)gridDim.x < S * tiles; S >>= 1) {
+        }
+        if (S > 1) {
+            const int rank = (int)cluster_rank();
+            pid = (int)(blockIdx.x / splits) * (splits / S) + rank / S;
+            split = rank % S;
+            first = rank - split;
+        }
+    }
+#endif
+    splits = S;
+    if (splits == 1 && pid >= tiles) return;  // a grid rounded up to whole clusters, not split
+    // A split block past the last tile has no work, but takes part in its cluster's barriers.
+    const bool idle = pid >= tiles;
+    int tm = tilesM, tn = 0;
+    if (!idle) mm_tile_of(pid, tilesM, tilesN, tm, tn);
     const int m0 = tm * BM, n0 = tn * BN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
-    const int KT = (K + MM_BK - 1) / MM_BK;
+    const int KT_ALL = (K + MM_BK - 1) / MM_BK;
+    const int kt0 = (int)((long long)KT_ALL * split / splits);
+    const int KT = idle ? 0 : (int)((long long)KT_ALL * (split + 1) / splits) - kt0;  // this split's k-tiles
     const bool do_bias_sum = dbias != nullptr && tn == 0;
 
-    float acc[MI][NI][4];
+    // 16 x 8 fragments of the warp's accumulators (mma.sync and wgmma register layouts alike):
+    // element e of fragment f is row frag_row(f) + lane/4 + 8*(e/2), column frag_col(f) + 2*(lane%4) + e%2.
+    float acc[MI * NI][4];
 #pragma unroll
-    for (int i = 0; i < MI; ++i)
+    for (int f = 0; f < MI * NI; ++f)
 #pragma unroll
-        for (int j = 0; j < NI; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+        for (int e = 0; e < 4; ++e) acc[f][e] = 0.f;
+    auto frag_row = [&](int f) { return WG ? warp * 16 : wm * WTM + (f / NI) * 16; };
+    auto frag_col = [&](int f) { return WG ? f * 8 : wn * WTN + (f % NI) * 8; };
     float bsum = 0.f;
 
     auto load_stage = [&](int stage, int kt) {
         __half* sA = sm + stage * STAGE_ELEMS;
         __half* sB = sA + A_ELEMS;
-        mm_load<BM, NT, AK>(sA, A, m0, kt * MM_BK, M, K, lda, vec);
-        mm_load<BN, NT, BK_MAJOR>(sB, B, n0, kt * MM_BK, Nn, K, ldb, vec);
+        mm_load<BM, NT, AK, WG>(sA, A, m0, (kt0 + kt) * MM_BK, M, K, lda, vec);
+        mm_load<BN, NT, BK_MAJOR, WG>(sB, B, n0, (kt0 + kt) * MM_BK, Nn, K, ldb, vec);
     };
 
 #pragma unroll
@@ -126,6 +194,12 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 
     for (int kt = 0; kt < KT; ++kt) {
         cp_async_wait<STAGES - 2>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        if constexpr (WG) {
+            fence_proxy_async();  // this thread's tile writes, visible to the tensor cores
+            wg_wait<0>();         // this warpgroup's previous products are done reading their stage
+        }
+#endif
         __syncthreads();
         {
             const int nk = kt + STAGES - 1;
@@ -134,8 +208,25 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         }
         const __half* sA = sm + (kt % STAGES) * STAGE_ELEMS;
         const __half* sB = sA + A_ELEMS;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        if constexpr (WG) {
+            // A: this warpgroup's 64 rows; K-major tiles: 64-byte swizzle, 8 rows 512 bytes apart, k16 32 bytes on;
+            // transposed: one 128-byte-swizzled atom (4 KiB), 8 k rows 1024 bytes apart, k16 2048 bytes on.
+            const int wg = warp >> 2;
+            wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < MM_BK / 16; ++kk) {
+            for (int kk = 0; kk < MM_BK / 16; ++kk) {
+                const unsigned long long a = AK ? wg_desc(sA + wg * 64 * MM_BK + kk * 16, 16, 512, 2)
+                                                : wg_desc(sA + wg * 64 * MM_BK + kk * 16 * 64, 4096, 1024, 1);
+                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, 512, 2)
+                                                      : wg_desc(sB + kk * 16 * 64, 4096, 1024, 1);
+                wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
+            }
+            wg_commit();
+        }
+#endif
+#pragma unroll
+        for (int kk = 0; kk < (WG ? 0 : MM_BK / 16); ++kk) {
             unsigned af[MI][4], bf[NI][2];
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
@@ -164,46 +255,86 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi * NI + ni], af[mi], bf[ni][0], bf[ni][1]);
         }
         if (!AK && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
 #pragma unroll 8
-            for (int k = 0; k < MM_BK; ++k) bsum += __half2float(sA[swz<BM / 8>(k, tid >> 3) + (tid & 7)]);
+            for (int k = 0; k < MM_BK; ++k)
+                bsum += __half2float(sA[(WG ? mn_atom(k, tid >> 3) : swz<BM / 8>(k, tid >> 3)) + (tid & 7)]);
         }
     }
     cp_async_wait<0>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) wg_wait<0>();
+#endif
+    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+
+#if __CUDA_ARCH__ >= 900
+    if (splits > 1) {  // reduce the cluster's partial tiles, one band of warp rows (WTM rows) at a time
+        constexpr int LD = BN + 8;   // fp32 row stride of a band: conflict-free float2 fragment stores
+        constexpr int VEC = BN / 4;  // float4s a row
+        static_assert(WTM % MM_SPLITS == 0 && BM % MM_SPLITS == 0 && WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
+                      "a band of partials and the dbias partials fit in the pipeline's shared memory");
+        const int ROWS = WTM / splits;  // rows of a band this block reduces
+        float* band_sum = reinterpret_cast<float*>(coptc_mm_smem);
+        float* bias_part = band_sum + WTM * LD;
+        __syncthreads();  // every warp is done with the pipeline's tiles
+        if (do_bias_sum && tid < BM) bias_part[tid] = bsum;
+        for (int band = 0; band < WM; ++band) {
+            if (wm == band) {  // (with wgmma too: warpgroup band = warps 4 band .. 4 band + 3 = rows of band wm)
+#pragma unroll
+                for (int f = 0; f < MI * NI; ++f)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = frag_row(f) - band * WTM + (lane >> 2) + h * 8;
+                        const int c = frag_col(f) + (lane & 3) * 2;
+                        *reinterpret_cast<float2*>(band_sum + r * LD + c) =
+                            make_float2(acc[f][2 * h], acc[f][2 * h + 1]);
+                    }
+            }
+            cluster_sync();  // every block's partial band (and dbias partials) written
+            for (int i = tid; i < ROWS * VEC; i += NT) {
+                const int r = split * ROWS + i / VEC, c = (i % VEC) * 4;
+                const int row = m0 + band * WTM + r, col = n0 + c;
+                float4 v = ld_cluster_f4(band_sum + r * LD + c, first);
+                for (int s = 1; s < splits; ++s) {
+                    const float4 p = ld_cluster_f4(band_sum + r * LD + c, first + s);
+                    v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+                }
+                if (row < M) {
+                    __half* o = out + (size_t)row * Nn + col;
+                    mm_store_pair(o, col, Nn, v.x, v.y, accumulate, pair_ok);
+                    mm_store_pair(o + 2, col + 2, Nn, v.z, v.w, accumulate, pair_ok);
+                }
+            }
+            if (band == 0 && do_bias_sum && tid < BM / splits) {
+                const int r = split * (BM / splits) + tid;
+                float b = ld_cluster_f32(bias_part + r, first);
+                for (int s = 1; s < splits; ++s) b += ld_cluster_f32(bias_part + r, first + s);
+                if (m0 + r < M) dbias[m0 + r] = __float2half_rn(b);
+            }
+            cluster_sync();  // every block is done reading this band before it is overwritten (or exits)
+        }
+        return;
+    }
+#endif
 
     if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
 
-    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
+    for (int f = 0; f < MI * NI; ++f) {
+        const int col = n0 + frag_col(f) + (lane & 3) * 2;
+        float b0 = 0.f, b1 = 0.f;
+        if (bias != nullptr) {
+            if (col < Nn) b0 = __half2float(bias[col]);
+            if (col + 1 < Nn) b1 = __half2float(bias[col + 1]);
+        }
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni) {
-            const int col = n0 + wn * WTN + ni * 8 + (lane & 3) * 2;
-            float b0 = 0.f, b1 = 0.f;
-            if (bias != nullptr) {
-                if (col < Nn) b0 = __half2float(bias[col]);
-                if (col + 1 < Nn) b1 = __half2float(bias[col + 1]);
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
-                if (row >= M) continue;
-                float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
-                __half* o = out + (size_t)row * Nn + col;
-                if (pair_ok && col + 1 < Nn) {
-                    if (accumulate) {
-                        const float2 old = __half22float2(*reinterpret_cast<const __half2*>(o));
-                        v0 += old.x;
-                        v1 += old.y;
-                    }
-                    *reinterpret_cast<__half2*>(o) = __floats2half2_rn(v0, v1);
-                } else {
-                    if (col < Nn) o[0] = __float2half_rn(v0 + (accumulate ? __half2float(o[0]) : 0.f));
-                    if (col + 1 < Nn) o[1] = __float2half_rn(v1 + (accumulate ? __half2float(o[1]) : 0.f));
-                }
-            }
+        for (int h = 0; h < 2; ++h) {
+            const int row = m0 + frag_row(f) + (lane >> 2) + h * 8;
+            if (row >= M) continue;
+            mm_store_pair(out + (size_t)row * Nn + col, col, Nn, acc[f][2 * h] + b0, acc[f][2 * h + 1] + b1,
+                          accumulate, pair_ok);
         }
     }
 }
@@ -212,11 +343,11 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
-                                            bool vec) {
+                                            bool vec, int splits) {
     if (blockDim.x == 256)
-        mm_tile<128, 128, 2, 4, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec);
+        mm_tile<128, 128, 2, 4, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
     else
-        mm_tile<64, 64, 2, 2, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec);
+        mm_tile<64, 64, 2, 2, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
 }
 
 }  // namespace coptc
@@ -225,21 +356,28 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
 extern "C" __global__ void __launch_bounds__(256, 2)
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec);
+    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void __launch_bounds__(256, 2)
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec);
+    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 
-// dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null)
-extern "C" __global__ void __launch_bounds__(256, 2)
+// dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
+// Launched in clusters of MM_SPLITS blocks from sm_90 on (split-K as the grid asks, see the top).
+#if __CUDA_ARCH__ >= 900
+#define COPPELIUS_MM_SPLIT_CLUSTER __cluster_dims__(coptc::MM_SPLITS, 1, 1)
+#else
+#define COPPELIUS_MM_SPLIT_CLUSTER
+#endif
+extern "C" __global__ void __launch_bounds__(256, 2) COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
-    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec);
+    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec,
+                                     coptc::MM_SPLITS);
 }
 #endif  // COPPELIUS_TC_MATMUL

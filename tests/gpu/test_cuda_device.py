@@ -12,6 +12,7 @@ import yaml
 from coppelius.errors import CoppeliusError
 from coppelius.formats import tables
 from coppelius.formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
+from coppelius.runtime.sections import RunTables
 from coppelius.runtime.cuda import CudaDevice, check_card
 
 pytestmark = pytest.mark.gpu
@@ -323,6 +324,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
         raise
     sections = {**realization, **realized_tables(realization["launches"])}
     program = SimpleNamespace(path=tmp_path / "h200.elf", plan=plan, sections=sections, sha256="0" * 64,
+                              tables=RunTables(sections, "h200.elf"),
                               machine="x86_64", certificate={"step_horizon": 1 << 53},
                               identity={"target": "h200", "card": cfg.target["card"], "arch": cfg.target["arch"],
                                         "plan_sha256": "0" * 64})

@@ -4,7 +4,7 @@ blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda
 tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
 holds them equal.
 
-The five tensor-core kernels (matmul.cuh, attention.cuh). Dynamic shared memory is at most 48 KiB
+The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed); the kernels use no static shared memory.
 matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
@@ -93,7 +93,7 @@ def head_padding(hs: int) -> int:
 
 
 def attention_shared_bytes(kernel: str, hsp: int) -> int:
-    """Dynamic shared bytes of the attention kernels for padded head size hsp (see attention.cuh)."""
+    """Dynamic shared bytes of the attention kernels for padded head size hsp (see attention.cuh and attention_backward.cuh)."""
     row = hsp * 2  # bytes of one fp16 row
     if kernel == "attention_forward":
         bc = 64 if hsp <= 64 else 32

@@ -15,7 +15,7 @@
 
 namespace cpl {
 
-constexpr int THREADS = 256;  // every kernel here runs blocks of 256 threads (plan/kernels.py: THREADS)
+constexpr int THREADS = 256;  // every kernel here runs blocks of 256 threads (formats/geometry.py: THREADS)
 constexpr int WARPS = THREADS / 32;
 constexpr unsigned FULL = 0xffffffffu;
 constexpr int PACK = 8;  // fp16 values in one 16-byte access

@@ -1,7 +1,7 @@
 // Element-wise kernels: gelu_forward, gelu_backward, residual_forward, nonfinite_check (one thread
 // per pack of 8 fp16 values, a 16-byte access when the pointers allow it), adamw and cast_half
 // (one thread per element: fp32 data already makes a warp's access 128 bytes).
-// Geometry (plan/kernels.py): grid.x = ceil(N / 8 / 256) or ceil(N / 256), blocks of 256.
+// Geometry (formats/geometry.py): grid.x = ceil(N / 8 / 256) or ceil(N / 256), blocks of 256.
 #ifndef COPPELIUS_ELEMENTWISE_CUH
 #define COPPELIUS_ELEMENTWISE_CUH
 #include "common.cuh"

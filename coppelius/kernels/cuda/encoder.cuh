@@ -58,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(256)
 //
 // Rows of dwpe: blocks with blockIdx.x >= ceil(Vp / ROWS), a warp per position t, a lane 8 channels.
 //
-// Geometry (plan/kernels.py): grid = (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), blocks of 256.
+// Geometry (formats/geometry.py): grid = (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), blocks of 256.
 namespace cpl {
 namespace eb {
 constexpr int ROWS = 8;  // one vocabulary row a warp: many blocks, and no +0 adds (see above)

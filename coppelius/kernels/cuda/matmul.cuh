@@ -1,7 +1,7 @@
 // Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight.
 //
-// Parameters are the kernel catalog's (coppelius/plan/kernels.py), in its order; the launch
-// geometry is coppelius/plan/tensor_core_geometry.py's. fp16 in memory, fp32 accumulation on the
+// Parameters are the kernel catalog's (coppelius/formats/kernels.py), in its order; the launch
+// geometry is coppelius/formats/geometry.py's. fp16 in memory, fp32 accumulation on the
 // tensor cores (mma.sync m16n8k16, operands through ldmatrix), results rounded to nearest even.
 //
 // One tiled GEMM, C[M,Nn] = sum_k A(m,k) B(k,n), with each operand either K-major ([M][K],
@@ -22,7 +22,7 @@
 // a row of dout^T, in n order.
 // Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
 // from sm_90 on it is launched in thread-block clusters of MM_SPLITS blocks, and its grid holds S
-// blocks per output tile (S = 1, 2, 4 or 8, planned by tensor_core_geometry). The S blocks of a tile
+// blocks per output tile (S = 1, 2, 4 or 8, planned by formats/geometry.py). The S blocks of a tile
 // are consecutive ranks of one cluster; block s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32
 // partial tile in its shared memory, and after a cluster barrier each block reduces 1/S of the
 // tile's rows, reading the S partials through distributed shared memory in split order 0..S-1
@@ -339,7 +339,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     }
 }
 
-// The two tile shapes; blockDim.x (planned by tensor_core_geometry) says which.
+// The two tile shapes; blockDim.x (planned by formats/geometry.py) says which.
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,

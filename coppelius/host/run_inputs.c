@@ -115,7 +115,7 @@ static int check_certificate(run_state* r) {
         sha256_hex(actual, hex);
         if (!json_string_is(d, digest, hex)) {
             json_repr(d, digest, value, sizeof value);
-            return fail(&r->f, "%s: the certificate admits %s with sha256 %.17s..., but %s has sha256 %.16s...; "
+            return fail(&r->f, "%s: the certificate admits %s with sha256 %.16s..., but %s has sha256 %.16s...; "
                         REBUILD_ELF, where, a->name, value + (value[0] == '\''), a->name, hex);
         }
     }

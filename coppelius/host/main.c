@@ -8,7 +8,8 @@
 //                        digests), then print the machine, the identity and one line per section
 //                        (the lines `coppelius inspect` prints) and exit 0
 //
-// COPPELIUS_THREADS=N sets the cpu device's worker threads (default: one per CPU it may use).
+// COPPELIUS_THREADS=N sets the cpu device's worker threads (default: one per CPU it may use);
+// COPPELIUS_PROGRESS_TTY=1 redraws the progress line in place as on a terminal (`coppelius run` sets it).
 // Any refusal is one line on stderr and exit status 1.
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,8 @@ static int run(const char* self, int argc, char** argv) {
         status = run_execute(&state);
         threads_stop();
     }
+    if (status != 0 && state.progress_count && (isatty(2) || getenv("COPPELIUS_PROGRESS_TTY")))
+        fputc('\n', stderr);  // below the progress line drawn in place
     if (status != 0) fprintf(stderr, "%s\n", state.f.line);
     run_close(&state);
     return status != 0;

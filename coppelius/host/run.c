@@ -217,7 +217,7 @@ static void progress(run_state* r, const step_entry* e) {
     char line[256];
     snprintf(line, sizeof line, "step %6llu (%llu/%llu) loss %.4f%s %.0f tok/s", (unsigned long long)e->t,
              (unsigned long long)count, (unsigned long long)steps, e->loss, e->skipped ? " skipped" : "", rate);
-    if (isatty(2)) fprintf(stderr, "\r%s        ", line);
+    if (isatty(2) || getenv("COPPELIUS_PROGRESS_TTY")) fprintf(stderr, "\r%s        ", line);
     else if (count % (steps / 20 ? steps / 20 : 1) == 0 || count == steps) fprintf(stderr, "%s\n", line);
     fflush(stderr);
 }
@@ -338,7 +338,7 @@ int run_execute(run_state* r) {
     int error;
     failure ignored;
     if (finish(r, &error, &ignored) != 0) return publication_failed(r, error, "the run's last outputs"), -1;
-    if (isatty(2)) fprintf(stderr, "\n");
+    if (isatty(2) || getenv("COPPELIUS_PROGRESS_TTY")) fprintf(stderr, "\n");
     return 0;
 }
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from coppelius.formats import checkpoint, result, tokens
 from coppelius.formats.elf import read_host_elf
@@ -228,3 +229,44 @@ def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_
             assert result.read(mount / "run" / "result.json")["status"].startswith("stopped: publishing")
     finally:
         subprocess.run(["umount", str(mount)])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.integers(0, checkpoint.HEADER_BYTES + 64), value=st.integers(0, 255), cut=st.integers(0, 5000),
+       keep_digest=st.booleans())
+def test_fuzzed_checkpoints_are_refused_in_one_line(built, tmp_path_factory, at, value, cut, keep_digest):
+    """A checkpoint with one byte changed (its header digest recomputed or not) or cut short: the ELF
+    refuses it in one line with status 1 unless the change is one it may accept (a zero byte of the
+    header under a recomputed digest); never a crash or a signal."""
+    _, p, elf, *_ = built
+    data = bytearray(Path(p["checkpoint"]).read_bytes())
+    changed = data[at] != value
+    data[at] = value
+    if keep_digest and at < checkpoint.HEADER_BYTES and not 72 <= at < 104:
+        data[72:104] = bytes(32)
+        data[72:104] = hashlib.sha256(bytes(data[:checkpoint.HEADER_BYTES])).digest()
+    if cut:
+        data = data[:len(data) - cut]
+    folder = tmp_path_factory.mktemp("fuzz")
+    (folder / "in.ckpt").write_bytes(bytes(data))
+    proc = execute(elf, folder / "in.ckpt", p["train"], folder / "o", timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    if proc.returncode == 1:
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "in.ckpt" in lines[0], proc.stderr
+    # what no digest covers unchanged: the zero bytes of the header beside a recomputed digest
+    assert proc.returncode == 1 or not (cut or (changed and (at >= checkpoint.HEADER_BYTES or not keep_digest)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(header=st.lists(st.integers(-2 ** 31, 2 ** 31 - 1), min_size=3, max_size=3), body=st.binary(max_size=600),
+       magic=st.booleans())
+def test_fuzzed_token_files_are_refused_in_one_line(built, tmp_path_factory, header, body, magic):
+    _, p, elf, *_ = built
+    if magic:
+        header[0], header[1] = tokens.MAGIC, tokens.VERSION
+    folder = tmp_path_factory.mktemp("fuzz")
+    (folder / "in.bin").write_bytes(np.array(header + [0] * 253, "<i4").tobytes() + body)
+    proc = execute(elf, p["checkpoint"], folder / "in.bin", folder / "o", timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and "in.bin" in lines[0], proc.stderr  # never enough tokens

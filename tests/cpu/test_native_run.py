@@ -35,6 +35,9 @@ def _native_of(container: str, certificate: bytes | None = None) -> str:
 
 
 def native(paths: dict, certificate: bytes | None = None) -> str:
+    """The chain's native host ELF (the elf stage links one), or one embedding `certificate`."""
+    if certificate is None and Path(paths["elf"]).read_bytes()[16] == 2:  # ET_EXEC: the stage's own
+        return paths["elf"]
     return _native_of(str(Path(paths["elf"]).resolve()), certificate)
 
 

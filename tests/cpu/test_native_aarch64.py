@@ -19,7 +19,8 @@ QEMU, SYSROOT = shutil.which("qemu-aarch64"), Path("/usr/aarch64-linux-gnu")
 pytestmark = [
     pytest.mark.skipif(host_machine() != "x86_64", reason="compares an AArch64 build with this x86-64 machine's"),
     pytest.mark.skipif(QEMU is None or not SYSROOT.is_dir(),
-                       reason="qemu-aarch64 or the AArch64 libc is absent: apt-get install qemu-user libc6-arm64-cross"),
+                       reason="qemu-aarch64 or the AArch64 libc is absent: apt-get install qemu-user "
+                              "libc6-arm64-cross"),
 ]
 
 

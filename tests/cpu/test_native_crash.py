@@ -34,7 +34,8 @@ def remainder(root: Path, steps: int) -> dict:
 def test_killed_native_run_resumes_to_the_same_bytes(builds, kill_at, tmp_path):
     root, full, reference = builds
     out = tmp_path / "run"
-    killed = execute(native(full), full["checkpoint"], full["train"], out, env={**os.environ, "COPPELIUS_KILL_AT": kill_at})
+    killed = execute(native(full), full["checkpoint"], full["train"], out,
+                     env={**os.environ, "COPPELIUS_KILL_AT": kill_at})
     assert killed.returncode == -9, f"{kill_at} was never reached: {killed.stderr[-2000:]}"
     directory = next((out / "checkpoints").glob("*"), None) if (out / "checkpoints").exists() else None
     newest = full["checkpoint"]

@@ -59,7 +59,8 @@ def chains(tmp_path_factory):
     with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         yield root, {name: build_chain(config(root, **overrides), root / name) for name, overrides in (
             ("whole", dict(steps=12, interval=6, batch=4)), ("half", dict(steps=6, interval=3, batch=4)),
-            ("a", dict(steps=8, interval=2, keep=2, batch=2)), ("b", dict(steps=8, interval=2, keep=2, batch=2, seed=7)),
+            ("a", dict(steps=8, interval=2, keep=2, batch=2)),
+            ("b", dict(steps=8, interval=2, keep=2, batch=2, seed=7)),
             ("p", dict(steps=2, interval=2, batch=2, eval_contexts=3)))}
 
 

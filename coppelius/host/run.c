@@ -136,37 +136,42 @@ static int op_write(run_state* r, const program_step* s) {
 }
 
 // Keep the newest `keep` steps of this run up to the one just published (step t); never a later step.
+typedef struct { uint64_t step; char name[256]; } step_file;
+
+static int by_step(const void* a, const void* b) {
+    uint64_t x = ((const step_file*)a)->step, y = ((const step_file*)b)->step;
+    return x < y ? -1 : x > y;
+}
+
 static void prune(run_state* r) {
     DIR* directory = opendir(r->folder);
     if (!directory) return;
-    uint64_t* older = NULL;
+    step_file* older = NULL;
     size_t count = 0, capacity = 0;
     struct dirent* e;
-    while ((e = readdir(directory)) != NULL) {
+    while ((e = readdir(directory)) != NULL) {  // step-DIGITS.ckpt, as Python's glob and isdigit() see them
         size_t n = strlen(e->d_name);
-        if (n <= 10 || strncmp(e->d_name, "step-", 5) != 0 || strcmp(e->d_name + n - 5, ".ckpt") != 0) continue;
-        if (strspn(e->d_name + 5, "0123456789") != n - 10 || n - 10 > 18) continue;
+        if (n <= 10 || n >= sizeof older->name || strncmp(e->d_name, "step-", 5) != 0 ||
+            strcmp(e->d_name + n - 5, ".ckpt") != 0 || strspn(e->d_name + 5, "0123456789") != n - 10)
+            continue;
         uint64_t step = strtoull(e->d_name + 5, NULL, 10);
         if (step >= r->t) continue;
         if (count == capacity) {
             capacity = capacity ? 2 * capacity : 16;
-            uint64_t* bigger = realloc(older, capacity * sizeof *older);
+            step_file* bigger = realloc(older, capacity * sizeof *older);
             if (!bigger) break;
             older = bigger;
         }
-        older[count++] = step;
+        older[count].step = step;
+        memcpy(older[count++].name, e->d_name, n + 1);
     }
     closedir(directory);
-    for (size_t i = 1; i < count; i++)  // ascending; a handful of files
-        for (size_t j = i; j > 0 && older[j - 1] > older[j]; j--) {
-            uint64_t swap = older[j];
-            older[j] = older[j - 1], older[j - 1] = swap;
-        }
+    if (count) qsort(older, count, sizeof *older, by_step);
     size_t remove = count > r->run.keep - 1 ? count - (r->run.keep - 1) : 0;
     for (size_t i = 0; i < remove; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/step-%06llu.ckpt", r->folder, (unsigned long long)older[i]);
-        unlink(path);  // "step-1.ckpt" of another writer is not ours to name: only our own spelling
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", r->folder, older[i].name);
+        unlink(path);
     }
     free(older);
 }

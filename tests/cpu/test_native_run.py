@@ -5,6 +5,7 @@ predicts, and never prunes, replaces or loses another run's checkpoints. The Pyt
 the same host ELF is the reference its losses are compared with."""
 import contextlib
 import functools
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -93,6 +94,9 @@ def test_its_losses_follow_the_python_interpreter_on_the_same_host_elf(chains, t
     _, c = chains
     ours = run(c["half"], c["half"]["checkpoint"], tmp_path / "native")
     python = run_python(c["half"], c["half"]["checkpoint"], tmp_path / "python")
+    assert set(ours) == set(python) and [set(s) for s in ours["steps"]] == [set(s) for s in python["steps"]]
+    text = (tmp_path / "native/result.json").read_text()  # written as Python's json.dumps(indent=1, sort_keys=True)
+    assert text == json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
     differences = [abs(a["loss"] - b["loss"]) for a, b in zip(ours["steps"], python["steps"])]
     print(f"largest loss difference native - python: {max(differences):.3e}")
     assert len(differences) == 6 and max(differences) < 1e-3
@@ -128,6 +132,8 @@ def test_predict_writes_predictions_and_publishes_nothing(chains, tmp_path):
     assert len(record["predict"]) == 3 and abs(record["mean_loss"] - np.log(256)) < 0.2
     assert record["mean_loss"] == pytest.approx(np.mean([p["loss"] for p in record["predict"]]), abs=0, rel=1e-15)
     assert Path(paths["checkpoint"]).read_bytes() == before
+    text = (tmp_path / "predict/result.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
     python = run_python(paths, paths["checkpoint"], tmp_path / "python", operation="predict", tokens=paths["val"])
     assert abs(python["mean_loss"] - record["mean_loss"]) < 1e-3
 

@@ -1,7 +1,7 @@
 """The native cpu training step against llm.c's CPU trainer, on this machine.
 
 Builds the tiny model's plan (batch 16, context 64, the default token file) with the workflow's
-own stages, writes its tables in the binary layouts of docs/formats.md, compiles bench/cpu_step.c
+own stages, writes the host ELF's tables (the binary layouts of docs/formats.md) to files, compiles bench/cpu_step.c
 with the C host runtime (coppelius/host) by zig cc, and runs its train walk: the real launch
 table, command stream and host program on the C cpu device. Prints the per-step losses next to
 the Python interpreter's (the numpy reference host) and the tokens per second next to llm.c's.
@@ -20,15 +20,15 @@ init weights and tokens; first loss 5.510554 as in FACTS) ran 7,465 tokens/s wit
 OMP_NUM_THREADS=1 and 2,167 with OMP_NUM_THREADS=2; this native step ran 16,400 (1 thread) to
 17,900 (2 threads) tokens/s: 2.2x to 2.4x llm.c's best there.
 
-    python bench/cpu_step.py [--steps 30] [--threads 2] [--compare] [--peer TOKENS_PER_SECOND]
+    python bench/cpu_step.py [--steps 30] [--interval 10] [--threads 2] [--compare] [--peer TOKENS_PER_SECOND]
 """
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -36,65 +36,40 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coppelius.config import load  # noqa: E402
-from coppelius.formats.elf import host_machine  # noqa: E402
+from coppelius.formats.elf import host_machine, read_host_elf  # noqa: E402
+from coppelius.formats.tables import HOST_BUFFERS  # noqa: E402
 from coppelius.host.build import HOST_DIR, compile_program  # noqa: E402
 from coppelius.stages import build_chain  # noqa: E402
 
 LLM_C_TOKENS_PER_SECOND = 25_900  # FACTS.md, "The CPU peer" (another machine: see the docstring)
-OPS = ["submit", "reissue", "repeat", "read", "read-at-cursor", "cursor-from-checkpoint", "cursor-advance",
-       "adamw-scalars", "write", "fill", "checkpoint-begin", "checkpoint-publish", "record-stat", "write-status",
-       "write-timestamps", "operation", "end"]
-STATS = ["initial", "step", "final", "predict"]
-DTYPES = {"u8": 0, "f16": 1, "f32": 2, "i32": 3}
-LIFETIMES = {"persistent": 0, "step": 1, "transfer": 2}
-
-
-def table(magic: bytes, fmt: str, rows: list, blob: bytes = b"") -> bytes:
-    record = struct.Struct(fmt)
-    return magic + struct.pack("<IIQ", 1, len(rows), len(blob)) + b"".join(record.pack(*r) for r in rows) + blob
-
-
-def program_records(plan: dict, buffers: list) -> list:
-    """The JSON host program as COPHPRG records (docs/formats.md); both are flattened in pre-order."""
-    rows = []
-    for index, (op, args) in enumerate(plan["program"]):
-        row = dict(op=OPS.index(op) + 1, ring=args.get("ring", 0),
-                   buffer=buffers.index(args["buffer"]) if "buffer" in args else 0,
-                   file=("checkpoint", "predictions").index(args["file"]) if "file" in args else 0,
-                   count=args.get("count", args.get("tokens", 0)), bytes=args.get("bytes", 0), value=args.get("value",
-                           0),
-                   body=args.get("body", 0))
-        row["offset"] = 2 ** 64 - 1 if args.get("offset", 0) is None else args.get("offset", 0)
-        if op == "record-stat":
-            row["value"] = STATS.index(args["kind"])
-        if op == "operation":
-            row["body"] = args["predict"] - index - 1
-        rows.append(tuple(row[k] for k in ("op", "ring", "buffer", "file", "count", "offset", "bytes", "value",
-                                           "body")))
-    return rows
 
 
 def write_tables(paths: dict, out: Path) -> None:
-    plan = json.loads(Path(paths["plan"]).read_text())
-    buffers = list(plan["host"]["buffers"])  # the command stream's buffer indices: this order
-    for name in ("launches", "relocations", "commands", "ring"):
-        (out / f"{name}.bin").write_bytes((Path(paths["realize"]) / f"{name}.bin").read_bytes())
-    (out / "step_words.bin").write_bytes((Path(paths["tables"]) / "step_words.bin").read_bytes())
-    (out / "planes.bin").write_bytes(table(b"COPPLAN\0", "<QQII", [
-        (p["offset"], p["bytes"], DTYPES[p["dtype"]], LIFETIMES[p["lifetime"]]) for p in plan["arena"]["planes"]]))
-    (out / "buffers.bin").write_bytes(table(b"COPBUFS\0", "<QQ", [
-        (plan["host"]["buffers"][b]["offset"], plan["host"]["buffers"][b]["bytes"]) for b in buffers]))
-    (out / "program.bin").write_bytes(table(b"COPHPRG\0", "<IIIIQQQII", program_records(plan, buffers)))
+    """The host ELF's own tables (docs/formats.md layouts), one file each, and run.txt for cpu_step.c."""
+    sections = read_host_elf(paths["elf"]).sections
+    for name in ("launches", "relocations", "commands", "ring", "step_words", "planes", "buffers", "program"):
+        (out / f"{name}.bin").write_bytes(sections[name])
+    plan = json.loads(sections["plan"])
     learner = {k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")}
     (out / "run.txt").write_text(f"{plan['arena']['bytes']} {plan['host']['bytes']} {learner['lr']!r} "
                                  f"{learner['beta1']!r} {learner['beta2']!r} {plan['run']['tokens_per_step']} "
-                                 f"{buffers.index('step_losses')} {buffers.index('step_flag')}\n")
+                                 f"{HOST_BUFFERS.index('step_losses')} {HOST_BUFFERS.index('step_flag')}\n")
+
+
+def full_run(paths: dict, out: Path, threads: int) -> dict:
+    """The whole native run, as the workflow's train rule executes it: the host ELF from the elf stage."""
+    started = time.perf_counter()
+    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--out", str(out)],
+                   check=True, capture_output=True, env=os.environ | {"COPPELIUS_THREADS": str(threads)})
+    wall = time.perf_counter() - started
+    return json.loads((out / "result.json").read_text()) | {"wall": wall}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--interval", type=int, default=10, help="the full run publishes a checkpoint this often")
     parser.add_argument("--compare", action="store_true", help="also run the Python interpreter (numpy host)")
     parser.add_argument("--peer", type=float, default=LLM_C_TOKENS_PER_SECOND,
                         help="llm.c's tokens/s to compare with (default: FACTS.md's figure, from another machine)")
@@ -102,7 +77,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coppelius-cpu-step-") as work:
         work = Path(work)
         os.environ.setdefault("COPPELIUS_STORE", str(work / "store"))
-        config = load(ROOT / "config/config.yaml", {"steps": options.steps, "interval": options.steps, "batch": 16})
+        config = load(ROOT / "config/config.yaml", {"steps": options.steps, "interval": options.interval, "batch": 16})
         paths = build_chain(config, work / "cpu")
         tables = work / "tables"
         tables.mkdir()
@@ -111,7 +86,9 @@ def main() -> None:
         compile_program(host_machine(), [p for p in sorted(HOST_DIR.glob("*.c")) if p.name != "main.c"] +
                         [ROOT / "bench/cpu_step.c"], program, include_dirs=[HOST_DIR])
         run = subprocess.run([str(program), str(tables), paths["checkpoint"], paths["train"], str(options.threads)],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"bench/cpu_step.c: {run.stderr.strip()}")
         steps = [line.split() for line in run.stdout.splitlines() if line.startswith("step ")]
         native = {int(s[1]): float(s[3]) for s in steps}
         skipped = {int(s[1]) for s in steps if s[-1] == "skipped"}
@@ -128,6 +105,11 @@ def main() -> None:
         else:
             print("losses:", " ".join(f"{native[t]:.4f}" for t in sorted(native)))
         print(run.stdout.splitlines()[0] + f", {options.steps} steps of 16 x 64 tokens")
+        full = full_run(paths, work / "native", options.threads)
+        print(f"full native run (host.elf, loading, {options.steps // options.interval} checkpoints published, "
+              f"result record): {full['tokens_per_second']:,.0f} tokens/s by its record, "
+              f"{full['wall']:.2f} s wall for the process; "
+              f"{full['tokens_per_second'] / options.peer:.2f}x llm.c's figure")
         source = "FACTS.md, another machine" if options.peer == LLM_C_TOKENS_PER_SECOND else "given"
         print(f"native cpu host: {rate:,.0f} tokens/s; llm.c train_gpt2.c ({source}): {options.peer:,.0f} "
               f"tokens/s; ratio {rate / options.peer:.2f}x")

@@ -59,7 +59,7 @@ def _elf(a):
 
 
 def _run(a):
-    from .runtime.interpreter import run
+    from .host.launch import run
     record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation)
     if a.operation == "train":
         log.info("run: %d steps, first loss %.4f, last %.4f, %d skipped, %.0f tokens/s; published %s",

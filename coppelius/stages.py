@@ -2,6 +2,7 @@
 and the Snakemake rules call. A stage's key covers its code, the part of the configuration it
 reads, its inputs' digests, the target and tool versions (coppelius.cas)."""
 import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -174,7 +175,10 @@ def host_machine_of(target: dict) -> str:
 
 
 def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, certificate_path: str, out: str) -> str:
-    from .formats.elf import write_host_elf
+    """The host ELF: the C host runtime (coppelius/host/) compiled and linked by zig cc for the target's
+    host machine, the admitted artifacts embedded as its sections. Its key holds the C sources (the
+    stage's data) and the zig version."""
+    from .host.build import link_host_executable
     from .realize import ARTIFACTS as REALIZED
     from .realize.tables import ARTIFACTS as TABLES
     config = read_resolved(config_path)
@@ -191,10 +195,19 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
                     "certificate_sha256": canonical.sha256(data["certificate"]),
                     "memory_bytes": load_plan(plan_path)["arena"]["bytes"]}  # the card check holds the card to it
-        write_host_elf(o["elf"], machine, identity, data)
-    return cas.run_stage("elf", code=code("elf"), config={"machine": machine}, inputs=sections,
+        link_host_executable(o["elf"], machine, identity, data)
+    key = cas.run_stage("elf", code=code("elf"), config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,
+                         tools={"zig": _zig_version()},
                          manifest=Path(out).parent / "manifests" / "elf.json")  # beside the ELF it describes
+    os.chmod(out, 0o755)  # the store's copy is a plain file; the host ELF is a program the run executes
+    return key
+
+
+@lru_cache(maxsize=None)
+def _zig_version() -> str:
+    from .host.build import zig_version
+    return zig_version()
 
 
 def build_chain(config: Config, directory: str | Path) -> dict[str, str]:

@@ -37,8 +37,14 @@ int checkpoint_read_header(const char* path, checkpoint_header* h, failure* f) {
     if (got < 16)
         return fail(f, "%s: %zu bytes is too short for a checkpoint header; the file is truncated: use an earlier "
                     "published checkpoint", path, got);
-    if (memcmp(b, "COPPCKPT", 8) != 0)
-        return fail(f, "%s: magic is not COPPCKPT; this is not a Coppelius checkpoint", path);
+    if (memcmp(b, "COPPCKPT", 8) != 0) {
+        char magic[40];  // as Python's repr() of the bytes prints them
+        int n = 0;
+        for (int i = 0; i < 8; i++)
+            n += snprintf(magic + n, sizeof magic - (size_t)n, b[i] >= 32 && b[i] < 127 && b[i] != '\'' &&
+                          b[i] != '\\' ? "%c" : "\\x%02x", b[i]);
+        return fail(f, "%s: magic is b'%s', not b'COPPCKPT'; this is not a Coppelius checkpoint", path, magic);
+    }
     if (u32_at(b + 8) != CHECKPOINT_VERSION)
         return fail(f, "%s: checkpoint version is %u, not %d; start from a checkpoint of this Coppelius (`snakemake` "
                     "writes init.ckpt)", path, u32_at(b + 8), CHECKPOINT_VERSION);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "faults.h"
 
 #define REBUILD "rebuild it with `snakemake`"
 
@@ -161,6 +162,7 @@ int cpu_device_issue(cpu_device* d, uint32_t ring, failure* f) {
     for (uint32_t i = r->offset; i < r->offset + r->length; i++) {
         command_record* c = record(&d->t.commands, i);
         if (c->op == OP_LAUNCH) {
+            fault_point("launch");
             launch_record* l = record(&d->t.launches, c->a);
             launch_args args;
             if (decode_launch((int)l->kernel, d->parameters + l->param_offset, l->param_bytes, &args, f->line,

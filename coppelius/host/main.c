@@ -1,15 +1,24 @@
-// main.c: the host ELF's entry. It checks the CPU, then reads and verifies itself
-// (/proc/self/exe: every section against the identity note's digests) before anything else.
+// main.c: the host ELF's entry. It checks the CPU, then does what its arguments ask:
 //
-//   host.elf --verify    verify, then print the machine, the identity and one line per section
+//   host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]
+//                        run the embedded plan (run.h): check --out, itself and every input,
+//                        then train (or predict only) on the cpu device, publishing checkpoints,
+//                        predictions and the result record under DIR
+//   host.elf --verify    verify itself (/proc/self/exe: every section against the identity note's
+//                        digests), then print the machine, the identity and one line per section
 //                        (the lines `coppelius inspect` prints) and exit 0
 //
+// COPPELIUS_THREADS=N sets the cpu device's worker threads (default: one per CPU it may use);
+// COPPELIUS_PROGRESS_TTY=1 redraws the progress line in place as on a terminal (`coppelius run` sets it).
 // Any refusal is one line on stderr and exit status 1.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "run.h"
 #include "self.h"
+#include "threads.h"
 #include "sha256.h"
 
 #if defined(__x86_64__)
@@ -49,6 +58,42 @@ static int verify(const self_image* image) {
     return 0;
 }
 
+static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict], or --verify";
+
+// The run: 0 when it completed, 1 with its one line on stderr otherwise.
+static int run(const char* self, int argc, char** argv) {
+    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train";
+    for (int i = 1; i < argc; i++) {
+        const char** value = strcmp(argv[i], "--checkpoint") == 0 ? &checkpoint
+                             : strcmp(argv[i], "--tokens") == 0  ? &tokens
+                             : strcmp(argv[i], "--out") == 0     ? &out
+                             : strcmp(argv[i], "--operation") == 0 ? &operation : NULL;
+        if (!value || i + 1 == argc) {
+            fprintf(stderr, "command line: argument %s is not one of %s; give those\n", argv[i], USAGE);
+            return 1;
+        }
+        *value = argv[++i];
+    }
+    if (!checkpoint || !tokens || !out) {
+        fprintf(stderr, "command line: %s is missing; give %s\n", !checkpoint ? "--checkpoint" : !tokens ? "--tokens"
+                : "--out", USAGE);
+        return 1;
+    }
+    static run_state state;  // zeroed
+    int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation);
+    if (status == 0) {
+        const char* threads = getenv("COPPELIUS_THREADS");
+        threads_start(threads ? atoi(threads) : 0);  // the device is touched only once every input has passed
+        status = run_execute(&state);
+        threads_stop();
+    }
+    if (status != 0 && state.progress_count && (isatty(2) || getenv("COPPELIUS_PROGRESS_TTY")))
+        fputc('\n', stderr);  // below the progress line drawn in place
+    if (status != 0) fprintf(stderr, "%s\n", state.f.line);
+    run_close(&state);
+    return status != 0;
+}
+
 int main(int argc, char** argv) {
     if (!cpu_has_x86_64_v3()) {
         fprintf(stderr, "%s: this CPU lacks AVX2/FMA (x86-64-v3), which the x86-64 host ELF is built for; run it on "
@@ -59,20 +104,14 @@ int main(int argc, char** argv) {
     ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);  // the real name, for the messages
     snprintf(path + (length > 0 ? length : 0), sizeof path - (length > 0 ? (size_t)length : 0), "%s",
              length > 0 ? "" : "/proc/self/exe");
+    if (!(argc == 2 && strcmp(argv[1], "--verify") == 0)) return run(path, argc, argv);
     failure f;
     self_image image;
     if (self_open(path, &image, &f) != 0) {
         fprintf(stderr, "%s\n", f.line);
         return 1;
     }
-    int status = 0;
-    if (argc == 2 && strcmp(argv[1], "--verify") == 0) {
-        status = verify(&image);
-    } else {
-        fprintf(stderr, "%s: arguments are not --verify; this native host ELF verifies itself with --verify, and "
-                "trains with `coppelius run %s --checkpoint C --tokens T --out DIR`\n", argv[0], argv[0]);
-        status = 1;
-    }
+    int status = verify(&image);
     self_close(&image);
     return status;
 }

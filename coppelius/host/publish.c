@@ -18,13 +18,14 @@ static void directory_of(const char* path, char* out, size_t n) {
 
 int publication_begin(publication* p, const char* path, failure* f) {
     char directory[4096], copy[4096];
-    p->fd = -1;
+    p->fd = -1, p->error = 0, p->temporary[0] = 0;
     if (strlen(path) >= sizeof p->path - 32) return fail(f, "%s: the path is too long; use a shorter --out", path);
     snprintf(p->path, sizeof p->path, "%s", path);
     directory_of(path, directory, sizeof directory);
     snprintf(copy, sizeof copy, "%s", path);
     snprintf(p->temporary, sizeof p->temporary, "%s/.%s.XXXXXX.tmp", directory, basename(copy));
     p->fd = mkstemps(p->temporary, 4);
+    p->error = errno;
     if (p->fd < 0)
         return fail(f, "%s: cannot create a temporary in %s (%s); check that the directory exists and is writable",
                     path, directory, strerror(errno));
@@ -39,6 +40,7 @@ int publication_write(publication* p, const void* data, size_t n, failure* f) {
         if (wrote <= 0) {
             int error = wrote < 0 ? errno : ENOSPC;
             publication_abort(p);
+            p->error = error;
             return fail(f, "%s: writing failed (%s); free space and run again", p->path, strerror(error));
         }
         at += wrote, n -= (size_t)wrote;
@@ -54,6 +56,7 @@ int publication_write_at(publication* p, const void* data, size_t n, long long o
         if (wrote <= 0) {
             int error = wrote < 0 ? errno : ENOSPC;
             publication_abort(p);
+            p->error = error;
             return fail(f, "%s: writing failed (%s); free space and run again", p->path, strerror(error));
         }
         at += wrote, n -= (size_t)wrote, offset += wrote;
@@ -69,12 +72,14 @@ int publication_commit(publication* p, failure* f) {
     if (step) {
         int error = errno;
         publication_abort(p);
+        p->error = error;
         return fail(f, "%s: %s of the temporary failed (%s); free space and run again", p->path, step, strerror(error));
     }
     close(p->fd);
     p->fd = -1;
     if (rename(p->temporary, p->path) != 0) {
         int error = errno;
+        p->error = error;
         unlink(p->temporary);
         p->temporary[0] = 0;
         return fail(f, "%s: renaming the temporary onto it failed (%s); check the directory", p->path, strerror(error));
@@ -85,6 +90,7 @@ int publication_commit(publication* p, failure* f) {
     if (fd < 0 || fsync(fd) != 0) {
         int error = errno;
         if (fd >= 0) close(fd);
+        p->error = error;
         return fail(f, "%s: fsync of its directory failed (%s); the file is published but may not survive a crash",
                     p->path, strerror(error));
     }
@@ -103,4 +109,68 @@ int publish_bytes(const char* path, const void* data, size_t n, failure* f) {
     publication p;
     if (publication_begin(&p, path, f) != 0 || publication_write(&p, data, n, f) != 0) return -1;
     return publication_commit(&p, f);
+}
+
+int make_folders(const char* path) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    for (char* c = copy + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = 0;
+        if (mkdir(copy, 0777) != 0 && errno != EEXIST) return errno;
+        *c = '/';
+    }
+    if (mkdir(copy, 0777) != 0 && errno != EEXIST) return errno;
+    return 0;
+}
+
+int publication_begin_in_new_folder(publication* p, const char* path, failure* f) {
+    char directory[4096];
+    directory_of(path, directory, sizeof directory);
+    int error = make_folders(directory);
+    if (error) {
+        p->fd = -1, p->error = error, p->temporary[0] = 0;
+        return fail(f, "%s: cannot create the folder %s (%s); check that it is writable", path, directory,
+                    strerror(error));
+    }
+    return publication_begin(p, path, f);
+}
+
+int publish_link(const char* source, const char* path, int* error, failure* f) {
+    struct stat a, b;
+    if (stat(source, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return 0;
+    publication p;
+    if (publication_begin(&p, path, f) != 0) return *error = p.error, -1;
+    close(p.fd);  // only its unique name is used: the link (or copy) takes its place
+    p.fd = -1;
+    unlink(p.temporary);
+    if (link(source, p.temporary) != 0) {  // another file system: copy the bytes
+        int in = open(source, O_RDONLY);
+        p.fd = in < 0 ? -1 : open(p.temporary, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (p.fd < 0) {
+            *error = errno;
+            if (in >= 0) close(in);
+            return fail(f, "%s: cannot copy %s (%s); check the folder", path, source, strerror(*error));
+        }
+        static char block[1 << 20];
+        ssize_t got;
+        while ((got = read(in, block, sizeof block)) > 0)
+            if (publication_write(&p, block, (size_t)got, f) != 0) return close(in), *error = p.error, -1;
+        close(in);
+        if (publication_commit(&p, f) != 0) return *error = p.error, -1;
+        return 0;
+    }
+    if (rename(p.temporary, path) != 0) {
+        *error = errno;
+        unlink(p.temporary);
+        return fail(f, "%s: renaming onto it failed (%s); check the folder", path, strerror(*error));
+    }
+    char directory[4096];
+    directory_of(path, directory, sizeof directory);
+    int fd = open(directory, O_RDONLY | O_DIRECTORY);
+    int failed = fd < 0 || fsync(fd) != 0;
+    *error = errno;
+    if (fd >= 0) close(fd);
+    if (failed) return fail(f, "%s: fsync of its directory failed (%s)", path, strerror(*error));
+    return 0;
 }

@@ -13,6 +13,7 @@ import pytest
 
 from coppelius.formats import checkpoint, tokens
 from coppelius.formats.elf import read_host_elf, write_host_elf
+from coppelius.host.build import link_host_executable
 from coppelius.stages import build_chain
 from test_train_cpu import config
 
@@ -208,7 +209,7 @@ def test_run_refuses_an_embedded_certificate_that_does_not_admit_its_sections(bu
         forged.parent.mkdir(exist_ok=True)
         sections = dict(good.sections) | {"certificate": certificate}
         identity = good.identity | {"certificate_sha256": hashlib.sha256(certificate).hexdigest()}
-        write_host_elf(str(forged), good.machine, identity, sections)
+        link_host_executable(str(forged), good.machine, identity, sections)  # the run's own check, not the stage's
         line = refused(forged, p["checkpoint"], p["train"], tmp_path / "o")
         assert "section .coppelius.certificate" in line and "rebuild the host ELF" in line, name
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from coppelius.formats import checkpoint
-from test_train_cpu import config, run
+from test_native_run import run  # the native host ELF: the reference and the resumed runs
+from test_train_cpu import config
 from coppelius.stages import build_chain
 
 STEPS, INTERVAL = 12, 3

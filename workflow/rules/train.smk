@@ -1,3 +1,9 @@
+# The cpu target's host ELF is a native program: the rules execute it directly. A GPU target's host
+# ELF runs through `coppelius run` (the Python host, until the native runtime has a cuda device),
+# which stops in one line saying where to run it on a machine without the card.
+RUN_HOST_ELF = "" if TARGET == "cpu" else f"{COPPELIUS} run"
+
+
 rule train:
     input:
         elf=out("host.elf"),
@@ -13,11 +19,11 @@ rule train:
     conda:
         ENV
     params:
-        coppelius=COPPELIUS,
+        run=RUN_HOST_ELF,
         folder=lambda wildcards, output: os.path.dirname(output.result),
     shell:
-        "{params.coppelius} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
-        " --out {params.folder} --operation train"
+        "{params.run} {input.elf:q} --checkpoint {input.checkpoint:q} --tokens {input.tokens:q}"
+        " --out {params.folder:q} --operation train 2> >(tee {log:q} >&2)"
 
 
 rule evaluate:
@@ -35,8 +41,8 @@ rule evaluate:
     conda:
         ENV
     params:
-        coppelius=COPPELIUS,
+        run=RUN_HOST_ELF,
         folder=lambda wildcards, output: os.path.dirname(output.result),
     shell:
-        "{params.coppelius} --log {log} run {input.elf} --checkpoint {input.checkpoint} --tokens {input.tokens}"
-        " --out {params.folder} --operation predict"
+        "{params.run} {input.elf:q} --checkpoint {input.checkpoint:q} --tokens {input.tokens:q}"
+        " --out {params.folder:q} --operation predict 2> >(tee {log:q} >&2)"

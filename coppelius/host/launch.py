@@ -1,0 +1,76 @@
+"""`coppelius run`: a thin wrapper that executes the native host ELF.
+
+The cpu target's host ELF is a native program (coppelius/host/run.c) that checks its inputs, trains
+or predicts and publishes everything itself; this wrapper only decides that it can run here,
+executes it, passes its progress lines through, turns its one-line refusal into this command's
+(a CoppeliusError) and dies by the same signal when it is killed (so that a SIGKILL reads the same
+to whoever waits on `coppelius run`). GPU targets keep the Python interpreter
+(coppelius/runtime/interpreter.py) and its cuda device until the native runtime has a cuda device.
+"""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import CoppeliusError
+from ..formats import result
+from ..formats.elf import host_machine, read_host_elf
+
+ET_REL = 1  # the ELF type of a container of tables without code (coppelius/formats/elf.py)
+
+
+def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
+    if operation not in ("train", "predict"):
+        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
+    elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
+    if elf.identity.get("target") != "cpu":
+        from ..runtime.interpreter import run as interpret
+        return interpret(host_elf, checkpoint_path, tokens_path, out_dir, operation)
+    here = host_machine()
+    if elf.machine != here:
+        raise CoppeliusError(f"{host_elf}: host machine is {elf.machine}, this machine is {here}; rebuild the cpu "
+                             f"target here with `snakemake`")
+    with open(host_elf, "rb") as f:
+        kind = int.from_bytes(f.read(18)[16:18], "little")
+    if kind == ET_REL:
+        raise CoppeliusError(f"{host_elf}: ELF type is {kind} (a container of tables without code), not a native host "
+                             f"executable; rebuild it with `snakemake`")
+    command = [str(Path(host_elf).resolve()), "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path),
+               "--out", str(out_dir), "--operation", operation]
+    env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
+    last = _execute(command, env)
+    if last is not None:
+        raise CoppeliusError(last)
+    return result.read(Path(out_dir) / "result.json")
+
+
+def _execute(command: list[str], env: dict) -> str | None:
+    """Run the host ELF, passing its stderr through but its last line; None when it completed, else
+    that line (its refusal). Killed by a signal, this process dies by the same signal."""
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    except OSError as e:
+        raise CoppeliusError(f"{command[0]}: cannot execute the host ELF ({e.strerror}); check that it is executable "
+                             f"(chmod +x) or rebuild it with `snakemake`")
+    held, pending = None, b""
+    for chunk in iter(lambda: proc.stderr.read1(1 << 16), b""):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if held is not None:
+                sys.stderr.buffer.write(held + b"\n")
+            held = line
+        if pending.startswith(b"\r"):  # a progress line redrawn in place on a terminal
+            sys.stderr.buffer.write(pending)
+            pending = b""
+        sys.stderr.flush()
+    status = proc.wait()
+    if status < 0:
+        os.kill(os.getpid(), -status)
+    last = (held or b"").decode(errors="replace").strip()
+    if status == 0:
+        if last:
+            sys.stderr.write(last + "\n")
+        return None
+    return last or f"{command[0]}: the host ELF stopped with exit status {status} and no message; run it again"

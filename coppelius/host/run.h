@@ -1,0 +1,77 @@
+// run.h: the run (coppelius/runtime/interpreter.py, the same behaviour and the same one-line
+// refusals): `host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]`.
+//
+// Before the device is opened, in this order: --out is a writable folder; the host ELF's own
+// sections (self.c) and its embedded certificate, which must admit exactly the embedded plan,
+// realization and tables sections; the checkpoint (header digest, model and learner, the
+// certified step horizon, payload digest); the token stream (header, enough tokens from the
+// cursor, every id read below vocab). Then the cpu device, and the host program is walked: its
+// steps fill and read host buffers, issue ring entries, patch the AdamW step words, publish
+// checkpoints under checkpoints/<run identity>/ and record the stats; at the end predictions,
+// final.ckpt and the result record are published.
+#ifndef COPPELIUS_RUN_H
+#define COPPELIUS_RUN_H
+#include <stdio.h>
+
+#include "checkpoint.h"
+#include "device_cpu.h"
+#include "json.h"
+#include "program.h"
+#include "publish.h"
+#include "result.h"
+#include "self.h"
+#include "sha256.h"
+#include "tokens.h"
+
+// The run table's one record (COPRUN, docs/formats.md); its blob is the model's and the learner's canonical JSON.
+typedef struct {
+    uint64_t arena_bytes, host_bytes, payload_bytes, train_tokens, predict_tokens;
+    double lr, beta1, beta2;
+    uint32_t tokens_per_step, steps, interval, keep, max_skips, eval_contexts, vocab, context_tokens;
+    uint32_t model_json_bytes, learner_json_bytes;
+} run_record;
+_Static_assert(sizeof(run_record) == 104, "COPRUN record");
+
+// The host buffers, by their index in the program and the buffers table (formats/tables.py HOST_BUFFERS).
+enum { BUFFER_STAGING, BUFFER_CONTEXT, BUFFER_STEP_LOSSES, BUFFER_STEP_FLAG, BUFFER_REPORT_LOSSES };
+enum { FILE_CHECKPOINT, FILE_PREDICTIONS };
+enum { STAT_INITIAL, STAT_STEP, STAT_FINAL, STAT_PREDICT };
+
+typedef struct {
+    const char* elf;                      // the host ELF's path (for the messages)
+    char checkpoint_path[4096], tokens_path[4096], out[4096];  // as Python's Path() prints them
+    int predict;
+    self_image image;
+    char elf_sha256[65];
+    json_document certificate, model, learner;
+    uint64_t horizon;
+    run_record run;
+    const char *model_json, *learner_json;
+    device_tables tables;
+    program steps;
+    checkpoint_header header;
+    token_stream stream;
+    char identity[65];                    // the run identity (sha256 hex)
+    char folder[4096];                    // OUT/checkpoints/<first 16 hex of the identity>
+    cpu_device device;
+    int device_open;
+    uint64_t cursor, t, consecutive_skips;
+    uint8_t* issued;                      // ring entries issued so far
+    FILE* checkpoint_file;
+    publication predictions, open_checkpoint;
+    int predictions_open, checkpoint_open;
+    sha256_context checkpoint_digest;
+    uint64_t written;                     // checkpoint payload bytes written so far
+    result_record record;
+    double started;
+    uint64_t progress_count;
+    failure f;
+} run_state;
+
+// Every check before the device (run_inputs.c). 0, or -1 with the refusal in r->f.
+int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, const char* tokens, const char* out,
+                     const char* operation);
+// Open the device and walk the host program (run.c). 0 when the run completed, else -1 with the line in r->f.
+int run_execute(run_state* r);
+void run_close(run_state* r);
+#endif

@@ -71,6 +71,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--interval", type=int, default=10, help="the full run publishes a checkpoint this often")
     parser.add_argument("--compare", action="store_true", help="also run the Python interpreter (numpy host)")
+    parser.add_argument("--out", help="write the figures as JSON here (bench/results/cpu_step-DATE.json)")
     parser.add_argument("--peer", type=float, default=LLM_C_TOKENS_PER_SECOND,
                         help="llm.c's tokens/s to compare with (default: FACTS.md's figure, from another machine)")
     options = parser.parse_args()
@@ -113,6 +114,21 @@ def main() -> None:
         source = "FACTS.md, another machine" if options.peer == LLM_C_TOKENS_PER_SECOND else "given"
         print(f"native cpu host: {rate:,.0f} tokens/s; llm.c train_gpt2.c ({source}): {options.peer:,.0f} "
               f"tokens/s; ratio {rate / options.peer:.2f}x")
+        if options.out:
+            record = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine_description(),
+                      "model": "tiny", "batch": 16, "context": 64, "steps": options.steps, "threads": options.threads,
+                      "native_step_walk_tokens_per_second": rate,
+                      "native_full_run_tokens_per_second": full["tokens_per_second"], "native_full_run_wall_s": full["wall"],
+                      "llm_c_tokens_per_second": options.peer, "llm_c_source": source,
+                      "ratio_step_walk": rate / options.peer, "ratio_full_run": full["tokens_per_second"] / options.peer}
+            Path(options.out).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def machine_description() -> str:
+    """The CPU model and the CPUs this process may use: what the figures were measured on."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    return f"{model}, {len(os.sched_getaffinity(0))} CPUs usable"
 
 
 if __name__ == "__main__":

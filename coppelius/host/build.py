@@ -13,6 +13,7 @@ fused multiply-add happens only where the C code calls fmaf(); the kernels' resu
 defined by their C source alone. The x86-64 build targets x86-64-v3 (AVX2, FMA: every x86-64
 server since 2013) and checks the CPU when it starts (cpu_check.c); AArch64 always has both.
 """
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -36,12 +37,14 @@ def zig_command() -> list[str]:
 
 
 def zig_version() -> str:
-    """The wheel's zig version, for the elf stage's key (a different compiler may give other bytes)."""
-    run = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True, text=True)
-    if run.returncode != 0:
-        raise CoppeliusError(f"{sys.executable} -m ziglang: it does not run ({run.stderr.strip()[:120]!r}); "
-                             f"install the pinned ziglang wheel with `pip install -e .`")
-    return run.stdout.strip()
+    """The pinned ziglang wheel's version, for the elf stage's key (another compiler may give other bytes).
+
+    Read from the wheel's metadata, not by running zig: a machine that only replays stored actions (the
+    lent GPU machine, which cannot carry the 100 MB wheel) needs the metadata folder alone."""
+    try:
+        return importlib.metadata.version("ziglang")
+    except importlib.metadata.PackageNotFoundError:
+        raise CoppeliusError("ziglang: the pinned wheel is not installed; install it with `pip install -e .`")
 
 
 def runtime_sources(directory: Path = HOST_DIR) -> list[Path]:

@@ -94,6 +94,7 @@ def main() -> None:
         native = {int(s[1]): float(s[3]) for s in steps}
         skipped = {int(s[1]) for s in steps if s[-1] == "skipped"}
         rate = float(run.stdout.split("tokens_per_second")[1])
+        numpy_rate = None
         if options.compare:
             from coppelius.runtime.interpreter import run as interpret
             record = interpret(paths["elf"], paths["checkpoint"], paths["train"], str(work / "python"))
@@ -102,7 +103,8 @@ def main() -> None:
                 t = entry["t"]
                 print(f"{t:>5} {native[t]:>12.6f}{'*' if t in skipped else ' '} {entry['loss']:>12.6f}"
                       f"{'*' if entry['skipped'] else ''}")
-            print(f"numpy host: {record['tokens_per_second']:,.0f} tokens/s")
+            numpy_rate = record["tokens_per_second"]
+            print(f"numpy host: {numpy_rate:,.0f} tokens/s")
         else:
             print("losses:", " ".join(f"{native[t]:.4f}" for t in sorted(native)))
         print(run.stdout.splitlines()[0] + f", {options.steps} steps of 16 x 64 tokens")
@@ -120,6 +122,7 @@ def main() -> None:
                       "native_step_walk_tokens_per_second": rate,
                       "native_full_run_tokens_per_second": full["tokens_per_second"], "native_full_run_wall_s": full["wall"],
                       "llm_c_tokens_per_second": options.peer, "llm_c_source": source,
+                      "numpy_host_tokens_per_second": numpy_rate,
                       "ratio_step_walk": rate / options.peer, "ratio_full_run": full["tokens_per_second"] / options.peer}
             Path(options.out).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 

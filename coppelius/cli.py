@@ -60,7 +60,7 @@ def _elf(a):
 
 def _run(a):
     from .host.launch import run
-    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation)
+    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation, a.host)
     if a.operation == "train":
         log.info("run: %d steps, first loss %.4f, last %.4f, %d skipped, %.0f tokens/s; published %s",
                  len(record["steps"]), record["steps"][0]["loss"], record["steps"][-1]["loss"], record["skipped"],
@@ -99,7 +99,9 @@ COMMANDS = [
     ("run", "run a host ELF: train, or predict only", _run,
      [("host_elf", {}), "--checkpoint", "--tokens",
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
-      ("--operation", {"default": "train", "choices": ["train", "predict"]})]),
+      ("--operation", {"default": "train", "choices": ["train", "predict"]}),
+      ("--host", {"default": "native", "choices": ["native", "interpreter"],
+                  "help": "interpreter: the Python reference host (numpy or cuda-bindings) instead of the native run"})]),
     ("report", "result records -> loss plot, summary, arena map", _report, ["--train", "--evaluate", "--plan", "--out"]),
     ("inspect", "describe a host ELF, checkpoint, token stream or result record", _inspect, [("file", {})]),
 ]

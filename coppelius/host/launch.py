@@ -20,11 +20,14 @@ from ..formats.elf import host_machine, read_host_elf
 ET_REL = 1  # the ELF type of a container of tables without code (coppelius/formats/elf.py)
 
 
-def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
+def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
+        host: str = "native") -> dict:
+    """Run a host ELF: natively, or (host "interpreter", and for GPU targets) by the Python interpreter,
+    the reference host the native run is checked against."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
     elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
-    if elf.identity.get("target") != "cpu":
+    if elf.identity.get("target") != "cpu" or host == "interpreter":
         from ..runtime.interpreter import run as interpret
         return interpret(host_elf, checkpoint_path, tokens_path, out_dir, operation)
     here = host_machine()

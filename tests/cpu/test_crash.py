@@ -1,6 +1,8 @@
-"""Crash safety: real runs killed by SIGKILL at 27 instants spread over every phase. After each,
-the newest published checkpoint verifies, and resuming from it to the end gives a final
-checkpoint byte-identical to an uninterrupted run's, with the same per-step losses."""
+"""Crash safety: real runs killed by SIGKILL at 27 instants spread over every phase, for both hosts:
+the native host ELF (the cpu target's program) and the Python interpreter (which runs the GPU
+targets). After each kill the newest published checkpoint verifies, and resuming from it to the end
+with the same host gives a final checkpoint byte-identical to that host's uninterrupted run, with the
+same per-step losses."""
 import contextlib
 import os
 import subprocess
@@ -10,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from coppelius.formats import checkpoint
-from test_native_run import run  # the native host ELF: the reference and the resumed runs
-from test_train_cpu import config
+from test_native_run import execute, native, run as run_native
+from test_train_cpu import config, run as run_interpreter
 from coppelius.stages import build_chain
 
 STEPS, INTERVAL = 12, 3
@@ -27,13 +29,25 @@ KILL_POINTS = [
 ]
 
 
+def killed_run(host: str, paths: dict, out: Path, kill_at: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COPPELIUS_KILL_AT": kill_at}
+    if host == "native":
+        return execute(native(paths), paths["checkpoint"], paths["train"], out, env=env)
+    return subprocess.run([sys.executable, "-m", "coppelius", "run", "--host", "interpreter", paths["elf"], "--checkpoint",
+                           paths["checkpoint"], "--tokens", paths["train"], "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+RUN = {"native": run_native, "interpreter": run_interpreter}
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash")
     with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         full = build_chain(config(root, steps=STEPS, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144), root / "full")
-        reference = run(full, full["checkpoint"], root / "reference")
-        yield root, full, reference
+        references = {host: RUN[host](full, full["checkpoint"], root / f"reference-{host}") for host in RUN}
+        yield root, full, references
 
 
 def remainder_elf(root: Path, steps: int) -> dict:
@@ -42,13 +56,13 @@ def remainder_elf(root: Path, steps: int) -> dict:
                            root / f"rest-{steps}")
 
 
+@pytest.mark.parametrize("host", RUN)
 @pytest.mark.parametrize("kill_at", KILL_POINTS)
-def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, tmp_path):
-    root, full, reference = builds
+def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, host, tmp_path):
+    root, full, references = builds
+    reference = references[host]
     out = tmp_path / "run"
-    killed = subprocess.run([sys.executable, "-m", "coppelius", "run", full["elf"], "--checkpoint", full["checkpoint"],
-                             "--tokens", full["train"], "--out", str(out)], capture_output=True, text=True,
-                            env={**os.environ, "COPPELIUS_KILL_AT": kill_at}, timeout=300)
+    killed = killed_run(host, full, out, kill_at)
     assert killed.returncode == -9, f"{kill_at} was never reached: {killed.stderr[-2000:]}"
 
     directory = next((out / "checkpoints").glob("*"), None) if (out / "checkpoints").exists() else None
@@ -57,12 +71,12 @@ def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, tmp_path):
         newest = str(directory / (directory / "latest").read_text().strip())
     header, _ = checkpoint.read(newest)  # verifies the payload digest
     done = header["step"]
-    print(f"killed at {kill_at}: newest published is step {done}")
+    print(f"{host} killed at {kill_at}: newest published is step {done}")
     final = Path(reference["published"][-1]).read_bytes()
     if done == STEPS:
         assert Path(newest).read_bytes() == final
         return
     rest = remainder_elf(root, STEPS - done)
-    resumed = run(rest, newest, tmp_path / "resumed")
+    resumed = RUN[host](rest, newest, tmp_path / "resumed")
     assert [s["loss"] for s in resumed["steps"]] == [s["loss"] for s in reference["steps"][done:]]
     assert Path(resumed["published"][-1]).read_bytes() == final

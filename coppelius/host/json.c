@@ -112,8 +112,29 @@ static int value(parser* p, int depth) {
     return node;
 }
 
+// JSON text is UTF-8 (RFC 8259), as Python's json.loads of bytes demands: a file whose text is not is
+// refused as unreadable, never echoed raw into a one-line refusal.
+static int valid_utf8(const unsigned char* s, size_t length) {
+    for (size_t i = 0; i < length;) {
+        unsigned char c = s[i];
+        size_t extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : 4;
+        if (extra == 4 || (extra && c < 0xC2) || i + extra >= length + (extra ? 0 : 1)) return 0;
+        unsigned code = extra ? c & (0x3F >> extra) : c;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            code = code << 6 | (s[i + k] & 0x3F);
+        }
+        if ((extra == 2 && (code < 0x800 || (code >= 0xD800 && code < 0xE000))) ||
+            (extra == 3 && (code < 0x10000 || code > 0x10FFFF)))
+            return 0;
+        i += extra + 1;
+    }
+    return 1;
+}
+
 int json_parse(json_document* doc, const char* text, size_t length) {
     memset(doc, 0, sizeof *doc);
+    if (!valid_utf8((const unsigned char*)text, length)) return -1;
     parser p = {doc, text, 0, length};
     if (value(&p, 0) != 0) return -1;  // the root is node 0
     skip_space(&p);

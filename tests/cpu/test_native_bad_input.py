@@ -98,6 +98,19 @@ def test_checkpoint_header_digest_refuses_a_changed_step_or_cursor(built, tmp_pa
         assert "header sha256 is" in line and "the header was changed" in line, offset
 
 
+def test_a_description_that_is_not_utf8_is_unreadable_not_echoed(built, tmp_path):
+    """A byte that is not UTF-8 inside the header's description, under a recomputed header digest (found by
+    the fuzz test below): refused as unreadable, as Python's reader does, never echoed raw."""
+    _, p, elf, *_ = built
+    def poison(d):
+        d[checkpoint.FIXED.size + 60] = 0x80
+        d[72:104] = bytes(32)
+        d[72:104] = hashlib.sha256(bytes(d[:checkpoint.HEADER_BYTES])).digest()
+        return d
+    line = refused(elf, damaged(tmp_path, p["checkpoint"], poison), p["train"], tmp_path / "o")
+    assert "the header's description is unreadable" in line
+
+
 def test_token_stream_too_short_says_how_many_contexts(built, tmp_path):
     _, p, elf, *_ = built
     short = tmp_path / "input" / "short.bin"

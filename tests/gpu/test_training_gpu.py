@@ -10,6 +10,9 @@ from coppelius.runtime.interpreter import Program, Run, device_factory
 from coppelius.stages import build_chain
 
 pytestmark = pytest.mark.gpu
+# the elf stage links the host ELF with the pinned ziglang wheel (101 MB), which the lent GPU machine's
+# 64 MiB carry cannot take: there, build the chains where pip works and carry the store instead
+pytest.importorskip("ziglang", reason="the elf stage needs the pinned ziglang wheel (pip install -e .)")
 
 
 def config(tmp_path, **overrides):

@@ -16,6 +16,17 @@ static void directory_of(const char* path, char* out, size_t n) {
     snprintf(out, n, "%s", dirname(copy));
 }
 
+// mkstemps's template: the six characters it replaces with random ones.
+static const char RANDOM_PART[] = {'X', 'X', 'X', 'X', 'X', 'X', 0};
+
+int make_temporary(char* out, size_t room, const char* directory, const char* name) {
+    if ((size_t)snprintf(out, room, "%s/.%s.%s.tmp", directory, name, RANDOM_PART) >= room) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkstemps(out, 4);
+}
+
 int publication_begin(publication* p, const char* path, failure* f) {
     char directory[4096], copy[4096];
     p->fd = -1, p->error = 0, p->temporary[0] = 0;
@@ -23,8 +34,7 @@ int publication_begin(publication* p, const char* path, failure* f) {
     snprintf(p->path, sizeof p->path, "%s", path);
     directory_of(path, directory, sizeof directory);
     snprintf(copy, sizeof copy, "%s", path);
-    snprintf(p->temporary, sizeof p->temporary, "%s/.%s.XXXXXX.tmp", directory, basename(copy));
-    p->fd = mkstemps(p->temporary, 4);
+    p->fd = make_temporary(p->temporary, sizeof p->temporary, directory, basename(copy));
     p->error = errno;
     if (p->fd < 0)
         return fail(f, "%s: cannot create a temporary in %s (%s); check that the directory exists and is writable",
@@ -32,10 +42,12 @@ int publication_begin(publication* p, const char* path, failure* f) {
     return 0;
 }
 
-int publication_write(publication* p, const void* data, size_t n, failure* f) {
+// Every byte of data written at offset (offset < 0: at the file position); on failure the
+// temporary is removed and the refusal names the destination.
+static int write_all(publication* p, const void* data, size_t n, long long offset, failure* f) {
     const char* at = data;
     while (n > 0) {
-        ssize_t wrote = write(p->fd, at, n);
+        ssize_t wrote = offset < 0 ? write(p->fd, at, n) : pwrite(p->fd, at, n, offset);
         if (wrote < 0 && errno == EINTR) continue;
         if (wrote <= 0) {
             int error = wrote < 0 ? errno : ENOSPC;
@@ -44,24 +56,15 @@ int publication_write(publication* p, const void* data, size_t n, failure* f) {
             return fail(f, "%s: writing failed (%s); free space and run again", p->path, strerror(error));
         }
         at += wrote, n -= (size_t)wrote;
+        if (offset >= 0) offset += wrote;
     }
     return 0;
 }
 
+int publication_write(publication* p, const void* data, size_t n, failure* f) { return write_all(p, data, n, -1, f); }
+
 int publication_write_at(publication* p, const void* data, size_t n, long long offset, failure* f) {
-    const char* at = data;
-    while (n > 0) {
-        ssize_t wrote = pwrite(p->fd, at, n, offset);
-        if (wrote < 0 && errno == EINTR) continue;
-        if (wrote <= 0) {
-            int error = wrote < 0 ? errno : ENOSPC;
-            publication_abort(p);
-            p->error = error;
-            return fail(f, "%s: writing failed (%s); free space and run again", p->path, strerror(error));
-        }
-        at += wrote, n -= (size_t)wrote, offset += wrote;
-    }
-    return 0;
+    return write_all(p, data, n, offset, f);
 }
 
 int publication_commit(publication* p, failure* f) {

@@ -10,11 +10,13 @@
 
 typedef struct {
     char path[4096];       // the destination
-    char temporary[4096];  // DIR/.NAME.XXXXXX.tmp
+    char temporary[4096];  // DIR/.NAME.<six random characters>.tmp
     int fd;
     int error;             // errno of the failure, when a call returned -1
 } publication;
 
+// Create DIR/.NAME.<six random characters>.tmp (mkstemps) and open it: the fd, or -1 with errno.
+int make_temporary(char* out, size_t room, const char* directory, const char* name);
 // Create the temporary (the directory must exist). 0, or -1 with the refusal.
 int publication_begin(publication* p, const char* path, failure* f);
 // publication_begin after creating the destination's directory and its parents (mkdir -p).

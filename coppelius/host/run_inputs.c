@@ -37,8 +37,7 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
     char probe[4200];
     int error = make_folders(path);
     if (!error) {
-        snprintf(probe, sizeof probe, "%s/.writable.XXXXXX", path);
-        int fd = mkstemp(probe);
+        int fd = make_temporary(probe, sizeof probe, path, "writable");
         if (fd < 0) error = errno;
         else close(fd), unlink(probe);
     }

@@ -1,6 +1,7 @@
 """Each stage keyed through the content-addressed store: what the `coppelius STAGE` commands
 and the Snakemake rules call. A stage's key covers its code, the part of the configuration it
 reads, its inputs' digests, the target and tool versions (coppelius.cas)."""
+import json
 import logging
 import os
 from functools import lru_cache
@@ -10,6 +11,7 @@ from . import canonical, cas, sources
 from .config import Config, read_resolved, resolved_dict
 from .formats import certificate
 from .formats.publish import publish_bytes
+from .admit.compatibility import toolkit_major
 
 log = logging.getLogger("coppelius")
 FUNCTIONS = {"prepare": "prepare", "init": "init", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
@@ -195,6 +197,9 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
                     "certificate_sha256": canonical.sha256(data["certificate"]),
                     "memory_bytes": load_plan(plan_path)["arena"]["bytes"]}  # the card check holds the card to it
+        major = toolkit_major(json.loads(data["kernel_info"]))
+        if major is not None:  # a cubin: the card check holds the driver to one that loads this CUDA major's images
+            identity["driver_version"] = 1000 * major
         link_host_executable(o["elf"], machine, identity, data)
     key = cas.run_stage("elf", code=code("elf"), config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,

@@ -6,9 +6,11 @@ import sys
 
 from coppelius.config import resolve
 from coppelius.errors import CoppeliusError
+from coppelius.formats.elf import host_machine
 from coppelius.prepare import check_inputs
 from coppelius.realize import ARTIFACTS as REALIZED
 from coppelius.realize.tables import ARTIFACTS as TABLES
+from coppelius.stages import host_machine_of
 
 try:
     CONFIG = resolve(config)

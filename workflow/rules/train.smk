@@ -7,7 +7,7 @@ RUN_HOST_ELF = "" if TARGET == "cpu" else f"{COPPELIUS} run"
 rule train:
     input:
         elf=out("host.elf"),
-        checkpoint=out("init.ckpt"),
+        checkpoint=START_CHECKPOINT,
         tokens=out("tokens/train.bin"),
     output:
         result=out("train/result.json"),

@@ -96,12 +96,17 @@ def import_weights(source: str | Path, out: str | Path, model: Model, learner) -
     write_starting_checkpoint(out, model, learner, parameters(source, model))
 
 
-def check_init_from(config) -> None:
-    """The configuration's init_from, refused before any job runs if it cannot start this model."""
+def check_init_from(config, outputs: str | Path) -> None:
+    """The configuration's init_from, refused before any job runs if it cannot start this model. A file under
+    `outputs` (the workflow's results) is refused too: the run it starts may replace it (final.ckpt would
+    make the workflow a cycle)."""
     if config.init_from is None:
         return
     if not Path(config.init_from).is_file():
         raise CoppeliusError(f"config: key 'init_from' is {config.init_from!r}, which is not a file; {WHAT}")
+    if Path(outputs).resolve() in Path(config.init_from).resolve().parents:
+        raise CoppeliusError(f"config: key 'init_from' is {config.init_from!r}, a file under {outputs}/, which this "
+                             f"workflow writes; copy it out of {outputs}/ and name the copy")
     check(config.init_from, config.model)
 
 

@@ -15,7 +15,7 @@ try:
     CONFIG = resolve(config)
     # the corpus or token file and the weights to start from too, so that a refused run touches nothing
     check_inputs(CONFIG)
-    check_init_from(CONFIG)
+    check_init_from(CONFIG, "results")
 except CoppeliusError as error:
     sys.exit(f"coppelius: {error}")
 

@@ -12,8 +12,8 @@ from .formats import certificate
 from .formats.publish import publish_bytes
 
 log = logging.getLogger("coppelius")
-FUNCTIONS = {"prepare": "prepare", "init": "init", "import": "import_weights", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
-             "tables": "tables", "admit": "admit", "elf": "elf"}
+FUNCTIONS = {"prepare": "prepare", "init": "init", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
+             "tables": "tables", "admit": "admit", "elf": "elf", "import": "import_weights"}
 # Files a stage reads as data, beside the code it imports: the CUDA sources NVRTC compiles, the
 # sources the cpu image names by digest (realize.IMAGE_SOURCES), the C host runtime (when present).
 DATA = {"compile": ("kernels/cuda",), "realize": ("kernels/reference.py", "runtime/cpu.py"), "elf": ("host",)}
@@ -76,7 +76,8 @@ def import_weights(config_path: str, source: str, out: str) -> str:
 def plan(config_path: str, out: str) -> str:
     from .plan.build import build_plan, encode_plan
     config = read_resolved(config_path)
-    subset = {k: v for k, v in resolved_dict(config).items() if k not in ("corpus", "tokens", "seed", "target", "init_from")}
+    subset = {k: v for k, v in resolved_dict(config).items()
+              if k not in ("corpus", "tokens", "seed", "target", "init_from")}
     target = {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")}
     return cas.run_stage(
         "plan", code=code("plan"), config=subset | {"target": target}, inputs={}, target=config.target["name"],

@@ -72,8 +72,8 @@ def read_header(path: str | Path) -> tuple[int, dict]:
                              f"train_gpt2.py")
     expected = HEADER_BYTES + model.parameter_count * np.dtype(VERSIONS[version]).itemsize
     if size != expected:
-        raise CoppeliusError(f"{path}: size is {size} bytes but the header (version {version}, {model.parameter_count:,} "
-                             f"parameters) needs {expected}; the file is truncated or corrupt: write it again")
+        raise CoppeliusError(f"{path}: size is {size} bytes but the header (version {version}, "
+                             f"{model.parameter_count:,} parameters) needs {expected}; the file is truncated or corrupt: write it again")
     return version, fields
 
 

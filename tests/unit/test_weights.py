@@ -18,13 +18,15 @@ from coppelius.config import AdamWSettings
 from coppelius.errors import CoppeliusError
 from coppelius.formats import checkpoint, llmc
 from coppelius.initialize import write_initial_checkpoint
+from coppelius.kernels import gpt2
 from coppelius.model import Model
 
 ROOT = Path(__file__).resolve().parents[2]
 # GPT-2's shape at a size a test can hold: vocab 300 pads to 384 rows, so the padding is exercised
 MODEL = Model(vocab=300, context=16, width=32, layers=2, heads=4)
 DIMENSIONS = ["vocab=300", "context=16", "width=32", "layers=2", "heads=4"]
-LEARNER = AdamWSettings(Fraction(3, 1000), Fraction(9, 10), Fraction(95, 100), Fraction(1, 10**8), Fraction(1, 10), 1024)
+LEARNER = AdamWSettings(Fraction(3, 1000), Fraction(9, 10), Fraction(95, 100), Fraction(1, 10**8), Fraction(1, 10),
+                        1024)
 
 
 def gpt2_tensors(seed: int, vocab=300, context=16, width=32, layers=2) -> dict[str, np.ndarray]:
@@ -39,7 +41,8 @@ def gpt2_tensors(seed: int, vocab=300, context=16, width=32, layers=2) -> dict[s
     return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
 
 
-LLMC_ORDER = ["ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb"]
+LLMC_ORDER = ["ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
+              "fcprojb"]
 
 
 def llmc_file(path, tensors, layers=2, heads=4, version=3, magic=20240326):
@@ -80,7 +83,8 @@ def safetensors_file(path, named, dtypes=None):
     for name in sorted(named):
         dtype = (dtypes or {}).get(name, "F32")
         raw = np.ascontiguousarray(named[name], dtype={"F32": "<f4", "F16": "<f2"}[dtype]).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(named[name].shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        header[name] = {"dtype": dtype, "shape": list(named[name].shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
@@ -261,3 +265,47 @@ def test_import_and_export_commands_round_trip_and_refuse_in_one_line(tmp_path):
         assert run.returncode == 1 and len(lines) == 1 and expected in lines[0] and "Traceback" not in run.stderr, \
             run.stderr
         assert not (tmp_path / "a.ckpt").exists() and not (tmp_path / "a.bin").exists()
+
+
+def hugging_face_loss(named: dict, tokens: np.ndarray, heads: int) -> float:
+    """GPT-2's forward as transformers computes it, on its own names and Conv1D (in, out) weights, float64."""
+    w = {name: t.astype(np.float64) for name, t in named.items()}
+
+    def layernorm(x, prefix):
+        mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-5) * w[f"{prefix}.weight"] + w[f"{prefix}.bias"]
+
+    def conv1d(x, prefix):
+        return x @ w[f"{prefix}.weight"] + w[f"{prefix}.bias"]
+    inputs, targets = tokens[:-1], tokens[1:]
+    T, C = len(inputs), w["wte.weight"].shape[1]
+    x = w["wte.weight"][inputs] + w["wpe.weight"][:T]
+    layers = 1 + max(int(name.split(".")[1]) for name in w if name.startswith("h."))
+    for i in range(layers):
+        q, k, v = np.split(conv1d(layernorm(x, f"h.{i}.ln_1"), f"h.{i}.attn.c_attn"), 3, axis=-1)
+        q, k, v = (t.reshape(T, heads, C // heads).transpose(1, 0, 2) for t in (q, k, v))
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(C // heads) + np.triu(np.full((T, T), -np.inf), 1)
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        y = (probs / probs.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(T, C)
+        x = x + conv1d(y, f"h.{i}.attn.c_proj")
+        h = conv1d(layernorm(x, f"h.{i}.ln_2"), f"h.{i}.mlp.c_fc")
+        h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
+        x = x + conv1d(h, f"h.{i}.mlp.c_proj")
+    logits = layernorm(x, "ln_f") @ w["wte.weight"].T
+    logits -= logits.max(-1, keepdims=True)
+    return float(np.mean(np.log(np.exp(logits).sum(-1)) - logits[np.arange(T), targets]))
+
+
+def test_imported_hugging_face_weights_compute_what_transformers_computes(tmp_path):
+    """The Conv1D transposes and the q, k, v split, by their effect: the same loss from both layouts."""
+    named = hf_tensors({k: v * 0.3 for k, v in gpt2_tensors(8).items()})
+    source = safetensors_file(tmp_path / "model.safetensors", named)
+    flat, at, params = weights.parameters(source, MODEL).astype(np.float64), 0, {}
+    for name, shape, _ in MODEL.tensors():
+        params[name] = flat[at:at + int(np.prod(shape))].reshape(shape)
+        at += params[name].size
+    tokens = np.random.default_rng(9).integers(0, MODEL.vocab, MODEL.context + 1)
+    ours, _ = gpt2.forward(params, tokens[None, :-1], tokens[None, 1:], MODEL.vocab, MODEL.heads)
+    theirs = hugging_face_loss(named, tokens, MODEL.heads)
+    print(f"loss {ours!r} (Coppelius's reference on the import) vs {theirs!r} (transformers' layout)")
+    assert abs(ours - theirs) <= 1e-9 * abs(theirs)

@@ -75,6 +75,7 @@ def check(path: str | Path, model: Model) -> str:
         _check_dimensions(path, {llmc.DIMENSION_OF[k]: (f"header field {k}", v) for k, v in fields.items()
                                  if k in llmc.DIMENSION_OF}, model)
     elif form == "safetensors":
+        _check_dimensions(path, huggingface.dimensions(path), model)
         huggingface.check(path, model, describe(model))
     else:
         found = _checkpoint_model(path, checkpoint.read_header(path))

@@ -111,6 +111,21 @@ def _checked(path, handle, model: Model, describe: str) -> dict[str, str]:
     return names
 
 
+def dimensions(path: str | Path) -> dict[str, tuple[str, int]]:
+    """The model dimensions the file's shapes tell (no heads): dimension -> (where the file says it, value)."""
+    with _open(path) as handle:
+        names = _file_names(path, handle.keys())
+        found = {}
+        for tensor, letters, keys in (("wte.weight", ("V", "C"), ("vocab", "width")),
+                                      ("wpe.weight", ("maxT", "C"), ("context",))):
+            if tensor in names:
+                shape = handle.get_slice(names[tensor]).get_shape()
+                found |= {key: (f"{letters[axis]} of tensor {tensor!r} ({', '.join(letters)})", shape[axis])
+                          for axis, key in enumerate(keys) if axis < len(shape)}
+        layers = {n.split(".")[1] for n in names if n.startswith("h.") and n.endswith(".ln_1.weight")}
+        return found | {"layers": ("the count of layers h.{i}", len(layers))}
+
+
 def check(path: str | Path, model: Model, describe: str) -> None:
     """Names, dtypes and shapes against `model`, from the file's header alone."""
     with _open(path) as handle:
@@ -123,7 +138,7 @@ def read(path: str | Path, model: Model, describe: str) -> np.ndarray:
         names = _checked(path, handle, model, describe)
 
         def tensor(name):
-            return handle.get_tensor(names[name]).astype(np.float32)
+            return np.asarray(handle.get_tensor(names[name]), dtype=np.float32)
         parts = []
         for name, shape, _ in model.tensors():
             if name == "wte":

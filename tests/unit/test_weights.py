@@ -222,6 +222,9 @@ def test_wrong_files_are_refused_naming_the_field(tmp_path):
     gpt2 = Model(vocab=50257, context=1024, width=768, layers=12, heads=12)
     line = refusal(weights.check, tmp_path / "gpt2.bin", gpt2)
     assert "header field V is 300 but the config's model has vocab 50257" in line
+    safetensors_file(tmp_path / "wide.safetensors", hf_tensors(gpt2_tensors(5, width=48)))
+    line = refusal(weights.check, tmp_path / "wide.safetensors", MODEL)
+    assert "C of tensor 'wte.weight' (V, C) is 48 but the config's model has width 32" in line
     named = hf_tensors(tensors)
     named["h.1.mlp.c_fc.weight"] = named["h.1.mlp.c_fc.weight"].T
     safetensors_file(tmp_path / "shape.safetensors", named)

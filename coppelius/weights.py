@@ -39,7 +39,7 @@ def kind(path: str | Path) -> str:
         return "coppelius"
     if len(head) >= 4 and int.from_bytes(head[:4], "little") == llmc.MAGIC:
         return "llmc"
-    if head[8:9] == b"{":  # safetensors: a u64 header length, then the JSON header
+    if huggingface.is_safetensors(head):
         return "safetensors"
     if Path(path).suffix in SUFFIXES:  # its reader says what is wrong (a wrong magic, a truncated file)
         return SUFFIXES[Path(path).suffix]

@@ -46,6 +46,12 @@ DTYPES = {"F32": np.float32, "F16": np.float16}
 METADATA = {"format": "pt"}
 
 
+def is_safetensors(head: bytes) -> bool:
+    """A file's first 9 bytes: a u64 header length (the package caps it at 100 MB: text never reads so small),
+    then the JSON header's opening brace."""
+    return len(head) >= 9 and int.from_bytes(head[:8], "little") < 1 << 32 and head[8:9] == b"{"
+
+
 def expected_shapes(model: Model) -> dict[str, tuple[int, ...]]:
     """Every Hugging Face name of `model` with the shape it is stored in, in Coppelius's tensor order."""
     shapes = {}

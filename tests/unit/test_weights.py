@@ -18,6 +18,7 @@ from coppelius.config import AdamWSettings
 from coppelius.errors import CoppeliusError
 from coppelius.formats import checkpoint, llmc
 from coppelius.initialize import write_initial_checkpoint
+from coppelius.inspect import describe
 from coppelius.kernels import gpt2
 from coppelius.model import Model
 
@@ -312,3 +313,12 @@ def test_imported_hugging_face_weights_compute_what_transformers_computes(tmp_pa
     theirs = hugging_face_loss(named, tokens, MODEL.heads)
     print(f"loss {ours!r} (Coppelius's reference on the import) vs {theirs!r} (transformers' layout)")
     assert abs(ours - theirs) <= 1e-9 * abs(theirs)
+
+
+def test_inspect_describes_gpt2_weights(tmp_path):
+    tensors = gpt2_tensors(10)
+    lines = describe(llmc_file(tmp_path / "gpt2.bin", tensors, version=5))
+    assert lines[1:] == ["model: vocab 300 (padded to 384), context 16, width 32, 2 layers, 4 heads"]
+    assert "llm.c GPT-2 checkpoint, version 5 (bf16 parameters)" in lines[0]
+    lines = describe(safetensors_file(tmp_path / "model.safetensors", hf_tensors(tensors)))
+    assert lines[1:] == ["as a GPT-2: vocab 300, width 32, context 16, layers 2"]

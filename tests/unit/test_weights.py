@@ -256,9 +256,17 @@ def test_import_and_export_commands_round_trip_and_refuse_in_one_line(tmp_path):
     assert run.returncode == 0, run.stderr
     run = coppelius("export", tmp_path / "imported.ckpt", "--out", tmp_path / "again.safetensors")
     assert run.returncode == 0 and (tmp_path / "again.safetensors").read_bytes() == source.read_bytes(), run.stderr
-    (tmp_path / "cut.bin").write_bytes(llmc_file(tmp_path / "x.bin", gpt2_tensors(6)).read_bytes()[:5000])
+    good = llmc_file(tmp_path / "x.bin", gpt2_tensors(6)).read_bytes()
+    (tmp_path / "cut.bin").write_bytes(good[:5000])
+    (tmp_path / "magic.bin").write_bytes(struct.pack("<i", 20240327) + good[4:])
+    (tmp_path / "version.bin").write_bytes(good[:4] + struct.pack("<i", 1) + good[8:])
+    (tmp_path / "cut.safetensors").write_bytes(source.read_bytes()[:-1])
     for args, expected in [
         (["import", tmp_path / "cut.bin", "--config", config, "--out", tmp_path / "a.ckpt"], "the file is truncated"),
+        (["import", tmp_path / "magic.bin", "--config", config, "--out", tmp_path / "a.ckpt"], "magic is 20240327"),
+        (["import", tmp_path / "version.bin", "--config", config, "--out", tmp_path / "a.ckpt"], "version is 1, not 3"),
+        (["import", tmp_path / "cut.safetensors", "--config", config, "--out", tmp_path / "a.ckpt"],
+         "not a readable safetensors file"),
         (["import", llmc_file(tmp_path / "small.bin", gpt2_tensors(6, layers=1), layers=1), "--config", config,
           "--out", tmp_path / "a.ckpt"], "header field L is 1 but the config's model has layers 2"),
         (["export", tmp_path / "imported.ckpt", "--out", tmp_path / "model.pt"], "name it .bin or .safetensors"),

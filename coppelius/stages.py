@@ -15,7 +15,7 @@ from .admit.compatibility import toolkit_major
 
 log = logging.getLogger("coppelius")
 FUNCTIONS = {"prepare": "prepare", "init": "init", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
-             "tables": "tables", "admit": "admit", "elf": "elf"}
+             "tables": "tables", "admit": "admit", "elf": "elf", "import": "import_weights"}
 # Files a stage reads as data, beside the code it imports: the CUDA sources NVRTC compiles, the
 # sources the cpu image names by digest (realize.IMAGE_SOURCES), the C host runtime (when present).
 DATA = {"compile": ("kernels/cuda",), "realize": ("kernels/reference.py", "runtime/cpu.py"), "elf": ("host",)}
@@ -63,10 +63,23 @@ def init(config_path: str, out: str) -> str:
         build=lambda o: write_initial_checkpoint(o["checkpoint"], config.model, config.learner, config.seed))
 
 
+def import_weights(config_path: str, source: str, out: str) -> str:
+    """init's counterpart for fine-tuning: weights from another tool (or run), checked against the model,
+    as a checkpoint at step 0. Keyed by the weights' digest, so everything downstream is too."""
+    from .weights import import_weights as build
+    config = read_resolved(config_path)
+    subset = {"model": config.model.as_dict(), "learner": config.learner.as_dict()}
+    return cas.run_stage(
+        "import", code=code("import"), config=subset, inputs={"weights": source}, target="any",
+        outputs={"checkpoint": out}, manifest=manifest_path(config_path, "import"),
+        build=lambda o: build(source, o["checkpoint"], config.model, config.learner))
+
+
 def plan(config_path: str, out: str) -> str:
     from .plan.build import build_plan, encode_plan
     config = read_resolved(config_path)
-    subset = {k: v for k, v in resolved_dict(config).items() if k not in ("corpus", "tokens", "seed", "target")}
+    subset = {k: v for k, v in resolved_dict(config).items()
+              if k not in ("corpus", "tokens", "seed", "target", "init_from")}
     target = {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")}
     return cas.run_stage(
         "plan", code=code("plan"), config=subset | {"target": target}, inputs={}, target=config.target["name"],

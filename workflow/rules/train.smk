@@ -7,7 +7,7 @@ RUN_HOST_ELF = "" if host_machine_of(CONFIG.target) == host_machine() else f"{CO
 rule train:
     input:
         elf=out("host.elf"),
-        checkpoint=out("init.ckpt"),
+        checkpoint=START_CHECKPOINT,
         tokens=out("tokens/train.bin"),
     output:
         result=out("train/result.json"),

@@ -24,6 +24,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))  # the Python CUDA device: a test harness
 
 BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
 
@@ -39,7 +40,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     """(native host ms/step, Python host ms/step, details) of the same host ELF."""
     from coppelius.config import ROOT as CROOT, resolve
     from coppelius.formats import result
-    from coppelius.runtime.interpreter import Program, Run, open_device
+    from coppelius.runtime.interpreter import Program, Run
+    from cuda_harness import CudaDevice, check_card
     from coppelius.stages import build_chain
     corpus = work / "corpus.txt"
     if not corpus.exists():
@@ -55,7 +57,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
                     str(native_out)], check=True, env={})  # a clean environment: nothing but the driver
     native = result.read(native_out / "result.json")
     program = Program(paths["elf"])
-    device = open_device(program)
+    device = CudaDevice()
+    check_card(program.identity, device.describe())
     plan = json.loads(Path(paths["plan"]).read_text())
     profile = None
     try:

@@ -119,6 +119,6 @@ typedef struct {
 int cuda_driver_load(cuda_driver* driver, const char* where, const char* card, failure* f);
 void cuda_driver_unload(cuda_driver* driver);
 // One check() for every driver call: 0 on success, else -1 with the line "CUDA driver: CALL returned
-// NAME; WHAT TO DO" (the same words as coppelius/runtime/cuda.py's check()).
+// NAME; WHAT TO DO" (the same words as the Python harness tests/gpu/cuda_harness.py).
 int cuda_check(const cuda_driver* driver, CUresult result, const char* call, failure* f);
 #endif

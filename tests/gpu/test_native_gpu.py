@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from coppelius.formats import result
-from coppelius.runtime.interpreter import Program, Run, device_factory
+from coppelius.runtime.interpreter import Program, Run
+from cuda_harness import CudaDevice, check_card
 from coppelius.stages import build_chain
 
 pytestmark = pytest.mark.gpu
@@ -37,7 +38,8 @@ def trained(elf, checkpoint, tokens, out, operation="train") -> dict:
 
 def python_host(paths, checkpoint, out) -> dict:
     program = Program(paths["elf"])
-    device = device_factory(program)()
+    device = CudaDevice()
+    check_card(program.identity, device.describe())
     try:
         return Run(program, device, checkpoint, paths["train"], out, "train").execute()
     finally:

@@ -1,7 +1,9 @@
 # The host ELF is a native program: the rules execute it directly where it can run (its host machine
 # is this one). A host ELF for another machine (gb10's AArch64 on an x86-64 laptop) runs through
 # `coppelius run`, which stops in one line saying where to copy it.
-RUN_HOST_ELF = "" if host_machine_of(CONFIG.target) == host_machine() else f"{COPPELIUS} run"
+RUN_HOST_ELF = (
+    "" if host_machine_of(CONFIG.target) == host_machine() else f"{COPPELIUS} run"
+)
 
 
 rule train:

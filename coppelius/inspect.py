@@ -2,7 +2,8 @@
 from pathlib import Path
 
 from .errors import CoppeliusError
-from .formats import checkpoint, elf, huggingface, llmc, result, tokens
+from .formats import checkpoint, elf, result, tokens
+from .weights import huggingface, llmc
 
 
 def describe(path: str) -> list[str]:

@@ -10,7 +10,8 @@ import numpy as np
 
 from conftest import build_corpus, copy_clone, snakemake
 from coppelius.config import read_resolved
-from coppelius.formats import checkpoint, llmc
+from coppelius.formats import checkpoint
+from coppelius.weights import llmc
 from coppelius.initialize import write_initial_checkpoint
 from coppelius.model import Model
 

@@ -16,7 +16,8 @@ import pytest
 from coppelius import weights
 from coppelius.config import AdamWSettings
 from coppelius.errors import CoppeliusError
-from coppelius.formats import checkpoint, llmc
+from coppelius.formats import checkpoint
+from coppelius.weights import llmc
 from coppelius.initialize import write_initial_checkpoint
 from coppelius.inspect import describe
 from coppelius.kernels import gpt2

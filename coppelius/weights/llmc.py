@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import CoppeliusError
 from ..model import Model
-from .publish import Publication
+from ..formats.publish import Publication
 
 MAGIC = 20240326
 VERSIONS = {3: "<f4", 5: "<u2"}  # version -> how a parameter is stored (bf16 as its 16 bits)

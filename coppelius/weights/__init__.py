@@ -1,7 +1,7 @@
 """Weights in and out: `coppelius import`, `coppelius export` and the configuration's `init_from`.
 
-Three formats hold a GPT-2's weights: llm.c's checkpoint (formats/llmc.py), Hugging Face's
-model.safetensors (formats/huggingface.py) and Coppelius's own checkpoint (formats/checkpoint.py).
+Three formats hold a GPT-2's weights: llm.c's checkpoint (weights/llmc.py), Hugging Face's
+model.safetensors (weights/huggingface.py) and Coppelius's own checkpoint (formats/checkpoint.py).
 A file is known by its first bytes; its name's suffix only chooses which reader explains a refusal.
 Import takes the parameters alone, checks every shape against the configuration's model, and writes
 a Coppelius checkpoint at step 0, cursor 0, AdamW moments zero: a run that starts as init's does,
@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CoppeliusError
-from .formats import checkpoint, huggingface, llmc
-from .initialize import write_starting_checkpoint
-from .model import DIMENSIONS, MODELS_DIR, Model, preset
+from ..errors import CoppeliusError
+from ..formats import checkpoint
+from ..initialize import write_starting_checkpoint
+from ..model import DIMENSIONS, MODELS_DIR, Model, preset
+from . import huggingface, llmc
 
 # export format -> what it writes
 EXPORTS = {"llmc": "llm.c checkpoint, version 3 (fp32)", "llmc-bf16": "llm.c checkpoint, version 5 (bf16)",

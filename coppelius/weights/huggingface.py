@@ -27,7 +27,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..errors import CoppeliusError
 from ..model import Model
-from .publish import publish_bytes
+from ..formats.publish import publish_bytes
 
 GLOBAL = {"wte": "wte.weight", "wpe": "wpe.weight", "lnfw": "ln_f.weight", "lnfb": "ln_f.bias"}
 # Coppelius's stacked tensor -> (the name of one layer's slice after "h.{i}.", stored as a Conv1D weight)

@@ -74,3 +74,55 @@ def test_many_processes_computing_the_same_keys_compute_each_once(tmp_path):
     for obj in (tmp_path / "store" / "objects").rglob("*"):
         if obj.is_file():
             assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.name
+
+
+def _serve_damaged(store_root: str, dest: str, rounds: int, barrier) -> None:
+    """One of several processes asking at once for actions whose stored objects were damaged: every one of
+    them finds the damage, evicts and recomputes or waits for another's recomputation."""
+    import time
+    store = cas.Store(store_root)
+    for r in range(rounds):
+        def build(out, r=r):
+            time.sleep(0.002)
+            with open(out["x"], "wb") as f:
+                f.write(_round_bytes(r))
+        barrier.wait(timeout=60)  # a process that failed breaks the barrier for the others
+        cas.run_stage("damaged", code=["canonical.py"], config={"round": r}, inputs={}, target="cpu",
+                      outputs={"x": f"{dest}/{r}"}, build=build, store=store)
+
+
+def _round_bytes(r: int) -> bytes:
+    return f"damaged round {r} ".encode() * 50_000  # large enough that copying it takes a while
+
+
+def test_many_processes_meeting_damaged_objects_all_get_whole_copies(tmp_path):
+    """Eviction under concurrency: a process must never delete the good object another one just put back,
+    nor fail because the object it was about to copy was evicted. Every process gets whole bytes."""
+    import hashlib
+    import multiprocessing
+    rounds, workers = 100, 4
+    store = cas.Store(tmp_path / "store")
+    for r in range(rounds):  # compute each action once, then damage its object in place
+        cas.run_stage("damaged", code=["canonical.py"], config={"round": r}, inputs={}, target="cpu",
+                      outputs={"x": str(tmp_path / "first" / str(r))}, store=store,
+                      build=lambda out, r=r: open(out["x"], "wb").write(_round_bytes(r)))
+        damaged = store.object_path(hashlib.sha256(_round_bytes(r)).hexdigest())
+        os.chmod(damaged, 0o644)
+        with open(damaged, "r+b") as f:
+            f.seek(len(_round_bytes(r)) // 2)
+            f.write(b"X")
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(workers)
+    processes = [context.Process(target=_serve_damaged, args=(str(store.root), str(tmp_path / f"w{i}"), rounds, barrier))
+                 for i in range(workers)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(timeout=300)
+    assert [p.exitcode for p in processes] == [0] * workers
+    for i in range(workers):
+        for r in range(rounds):
+            assert (tmp_path / f"w{i}" / str(r)).read_bytes() == _round_bytes(r)
+    for obj in (store.root / "objects").rglob("*"):
+        if obj.is_file():
+            assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.name

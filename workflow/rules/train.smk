@@ -16,8 +16,6 @@ rule train:
         out("logs/train.log"),
     benchmark:
         bench("train")
-    conda:
-        ENV
     params:
         run=RUN_HOST_ELF,
         folder=lambda wildcards, output: os.path.dirname(output.result),
@@ -38,8 +36,6 @@ rule evaluate:
         out("logs/evaluate.log"),
     benchmark:
         bench("evaluate")
-    conda:
-        ENV
     params:
         run=RUN_HOST_ELF,
         folder=lambda wildcards, output: os.path.dirname(output.result),

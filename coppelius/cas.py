@@ -130,6 +130,7 @@ class Store:
                 with contextlib.suppress(FileNotFoundError):
                     self.object_path(digest).unlink()
 
+
 def action_key(stage: str, code, config, inputs: dict[str, str], target: str, tools: dict) -> str:
     return canonical.digest({
         "stage": stage, "code": code_digest(code), "config": config,

@@ -27,6 +27,7 @@ def test_snakemake_lint_finds_nothing_but_the_missing_software_environment():
 
 def test_snakefmt_check_passes():
     files = ["Snakefile", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "workflow" / "rules").glob("*.smk"))]
-    run = subprocess.run([str(BIN / "snakefmt"), "--check", *files], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([str(BIN / "snakefmt"), "--check", *files], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
     print(run.stderr[-2000:])
     assert run.returncode == 0

@@ -11,6 +11,7 @@ Layout under the store root (results/store, or $COPPELIUS_STORE):
   objects/ab/abcdef...   immutable artifacts, named by their sha256, read-only
   actions/KEY.json       {"stage", "outputs": {name: sha256}}
   misses.log             one line per stage actually computed: stage, key
+  locks/KEY, locks/object-SHA256   flock files: one process computes a key, stores or evicts an object
 """
 import contextlib
 import fcntl
@@ -64,12 +65,19 @@ class Store:
     def put_file(self, path: str | Path) -> str:
         digest = file_digest(path)
         target = self.object_path(digest)
-        if not target.exists() or file_digest(target) != digest:  # absent, or damaged since it was stored
-            target.parent.mkdir(exist_ok=True)
-            with Publication(target) as out, open(path, "rb") as src:
-                shutil.copyfileobj(src, out.file, 1 << 20)
-            os.chmod(target, 0o444)
+        with self.lock(f"object-{digest}"):  # never beside an eviction of the same object (evict)
+            if not self._whole(digest):  # absent, or damaged since it was stored
+                target.parent.mkdir(exist_ok=True)
+                with Publication(target) as out, open(path, "rb") as src:
+                    shutil.copyfileobj(src, out.file, 1 << 20)
+                os.chmod(target, 0o444)
         return digest
+
+    def _whole(self, digest: str) -> bool:
+        try:
+            return canonical.file_sha256(self.object_path(digest)) == digest
+        except FileNotFoundError:
+            return False
 
     def lookup(self, key: str) -> dict | None:
         path = self.root / "actions" / f"{key}.json"
@@ -85,10 +93,11 @@ class Store:
         publish_bytes(self.root / "actions" / f"{key}.json", canonical.encode({"stage": stage, "outputs": outputs}))
 
     @contextlib.contextmanager
-    def lock(self, key: str):
-        """An exclusive lock on one action key, held while it is computed (released if the process dies)."""
+    def lock(self, name: str):
+        """An exclusive lock on one name, released if the process dies: an action key, held while the action
+        is computed; object-DIGEST, held while that object is stored or evicted."""
         (self.root / "locks").mkdir(exist_ok=True)
-        with open(self.root / "locks" / key, "w") as handle:
+        with open(self.root / "locks" / name, "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -99,14 +108,27 @@ class Store:
         with open(self.root / "misses.log", "a") as log:
             log.write(f"{stage} {key}\n")
 
-    def materialize(self, digest: str, dest: str | Path) -> None:
-        """Place a copy of an artifact at dest (DigestMismatch if the object is damaged; dest untouched)."""
-        publish_copy(self.object_path(digest), dest, expected_sha256=digest)
+    def materialize(self, digest: str, dest: str | Path) -> bool:
+        """Place a copy of an artifact at dest. False, dest untouched, if the object is damaged (it is then
+        evicted) or gone (another process evicted it after this one looked the action up)."""
+        source = self.object_path(digest)
+        try:
+            publish_copy(source, dest, expected_sha256=digest)
+            return True
+        except DigestMismatch:
+            self.evict(digest)
+        except FileNotFoundError as gone:
+            if gone.filename != str(source):
+                raise
+        return False
 
     def evict(self, digest: str) -> None:
-        """Remove a damaged object: every action naming it then misses and is computed again."""
-        with contextlib.suppress(FileNotFoundError):
-            self.object_path(digest).unlink()
+        """Remove a damaged object: every action naming it then misses and is computed again. Only while it is
+        still damaged: another process may have put it back whole since this one read it."""
+        with self.lock(f"object-{digest}"):
+            if not self._whole(digest):
+                with contextlib.suppress(FileNotFoundError):
+                    self.object_path(digest).unlink()
 
 
 def action_key(stage: str, code, config, inputs: dict[str, str], target: str, tools: dict) -> str:
@@ -147,15 +169,12 @@ def run_stage(stage: str, *, code, config, inputs: dict[str, str], target: str,
     key = action_key(stage, code, config, inputs, target, tools)
     for attempt in (1, 2):
         digests = _outputs(store, key, stage, outputs, build)
-        try:
-            for name, dest in outputs.items():
-                store.materialize(digests[name], dest)
+        unserved = [digests[name] for name, dest in outputs.items() if not store.materialize(digests[name], dest)]
+        if not unserved:
             break
-        except DigestMismatch as damaged:
-            if attempt == 2:
-                raise CoppeliusError(f"{damaged.source}: the store object changed while it was served "
-                                     f"(sha256 {damaged.actual}); stop whatever writes into {store.root} and run again")
-            store.evict(damaged.source.name)
+        if attempt == 2:  # computed again after the first damage, and damaged (or removed) again meanwhile
+            raise CoppeliusError(f"{store.object_path(unserved[0])}: the store object changed while it was served; "
+                                 f"stop whatever writes into {store.root} and run again")
     if manifest is not None:
         publish_bytes(manifest, canonical.encode({
             "stage": stage, "key": key, "target": target, "tools": tools,

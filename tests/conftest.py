@@ -40,8 +40,11 @@ def build_corpus() -> Path:
     data = readme * (-(-3_000_000 // len(readme)))
     path = Path(tempfile.gettempdir()) / f"coppelius-test-corpus-{hashlib.sha256(data).hexdigest()[:16]}.txt"
     if not path.exists():
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_bytes(data)
+        # a name of its own (not the pid: two threads of one test share it, and one renamed the other's file)
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     return path
 

@@ -121,10 +121,10 @@ def test_shared_store_serves_a_second_clone(workspace, tmp_path):
 def test_two_workflows_writing_one_store_at_once(tmp_path):
     store = tmp_path / "store"
     clones = [copy_clone(tmp_path / f"c{i}") for i in range(2)]
-    outputs = [None, None]
+    outputs, corpus = [None, None], build_corpus()
 
     def work(i):
-        outputs[i] = snakemake(clones[i], "--config", f"corpus={build_corpus()}", "--", "results/cpu/host.elf",
+        outputs[i] = snakemake(clones[i], "--config", f"corpus={corpus}", "--", "results/cpu/host.elf",
                                env={"COPPELIUS_STORE": str(store)})
     threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
     for t in threads:

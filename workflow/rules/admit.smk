@@ -14,8 +14,6 @@ rule admit:
         out("logs/admit.log"),
     benchmark:
         bench("admit")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         realization=lambda wildcards, input: folder(input.realization),

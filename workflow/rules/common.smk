@@ -25,7 +25,6 @@ TARGET = CONFIG.target["name"]
 TARGET_DIR = f"results/{TARGET}"
 # the package as this Snakemake's own Python runs it, whether or not a venv is activated
 COPPELIUS = f"{shlex.quote(sys.executable)} -m coppelius"
-ENV = "../envs/coppelius.yaml"
 # every key of the merged configuration, for `coppelius configure` (JSON values are YAML values)
 SETTINGS = " ".join(
     f"--set {shlex.quote(f'{key}={json.dumps(value)}')}"

@@ -5,8 +5,6 @@ rule configure:
         out("config.json"),
     log:
         out("logs/configure.log"),
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         settings=SETTINGS,

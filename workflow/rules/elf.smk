@@ -11,8 +11,6 @@ rule elf:
         out("logs/elf.log"),
     benchmark:
         bench("elf")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         realization=lambda wildcards, input: folder(input.realization),

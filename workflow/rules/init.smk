@@ -7,8 +7,6 @@ rule init:
         out("logs/init.log"),
     benchmark:
         bench("init")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
     shell:

@@ -7,8 +7,6 @@ rule plan:
         out("logs/plan.log"),
     benchmark:
         bench("plan")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
     shell:

@@ -8,8 +8,6 @@ rule prepare:
         out("logs/prepare.log"),
     benchmark:
         bench("prepare")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
     shell:

@@ -8,8 +8,6 @@ rule realize:
         out("logs/realize.log"),
     benchmark:
         bench("realize")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         folder=lambda wildcards, output: folder(output),
@@ -27,8 +25,6 @@ rule tables:
         out("logs/tables.log"),
     benchmark:
         bench("tables")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         realization=lambda wildcards, input: folder(input.realization),

@@ -19,8 +19,6 @@ rule report:
         out("logs/report.log"),
     benchmark:
         bench("report")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         folder=lambda wildcards, output: os.path.dirname(output.summary),

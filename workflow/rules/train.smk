@@ -18,8 +18,6 @@ rule train:
         out("logs/train.log"),
     benchmark:
         bench("train")
-    conda:
-        ENV
     params:
         run=RUN_HOST_ELF,
         folder=lambda wildcards, output: os.path.dirname(output.result),
@@ -40,8 +38,6 @@ rule evaluate:
         out("logs/evaluate.log"),
     benchmark:
         bench("evaluate")
-    conda:
-        ENV
     params:
         run=RUN_HOST_ELF,
         folder=lambda wildcards, output: os.path.dirname(output.result),

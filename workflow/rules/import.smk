@@ -15,8 +15,6 @@ rule import_weights:
         out("logs/import.log"),
     benchmark:
         bench("import")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
     shell:

@@ -71,7 +71,7 @@ def check_geometry(plan, realization, realized, profile):
         scalars = {n: v for (n, kind), v in zip(KERNELS[c["kernel"]], c["args"]) if kind in SCALAR_KINDS and
                    kind != "f32"}
         try:
-            grid, block, shared = geometry(c["kernel"], scalars)
+            grid, block, shared = geometry(c["kernel"], scalars, plan["target"]["arch"])
         except (ValueError, KeyError) as e:
             raise Refusal(f"launch {i} ({c['kernel']}): no geometry for scalars {scalars} ({e})") from None
         if (c["grid"], c["block"], c["shared"]) != (grid, block, shared):

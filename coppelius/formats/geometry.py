@@ -1,5 +1,5 @@
 """Launch geometry: the grid, block and dynamic shared bytes each catalog kernel expects, from its
-scalar arguments (the same on every arch). The CUDA kernels read their tile shapes back from
+scalar arguments and, for the weight gradients' split, the arch (CLUSTER_TILE_ARCHS). The CUDA kernels read their tile shapes back from
 blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda/*.cuh must agree:
 tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
 holds them equal.
@@ -13,7 +13,10 @@ still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless
 MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per
 output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach
 SPLIT_BLOCKS, else 64x64; the grid is always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it
-is launched in such clusters).
+is launched in such clusters). On the archs of CLUSTER_TILE_ARCHS every split weight gradient takes
+128x128 tiles: measured on the H200 (docs/notes/gpu-speed.md, "v6"), 128x128 wgmma tiles split S ways
+beat 64x64 mma.sync tiles at every model shape (small's 384-wide gradients 1.5-1.7x, gpt2's 768x768
+1.8x); the other archs, which have not been measured, keep the rule above.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
@@ -35,6 +38,8 @@ SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
+CLUSTER_TILE_ARCHS = ("sm_90",)  # split weight gradients always on 128x128 tiles (measured there)
+
 TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
                "attention_backward")
 
@@ -43,15 +48,16 @@ def _cdiv(a: int, b: int) -> int:
     return max(1, -(-a // b))
 
 
-def geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
-    """(grid, block, dynamic shared bytes) of a launch, as the CUDA kernels expect it (every arch).
+def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
+    """(grid, block, dynamic shared bytes) of a launch on `arch` (a plan's target arch), as the CUDA kernels
+    expect it.
 
     The cpu device ignores the geometry; the plan records it, admission recomputes it from the
     launch's scalars and refuses a launch whose geometry differs (check device-geometry), and the
     CUDA device replays it as planned. Each kernel's comment in its .cuh file says the same.
     """
     if kernel in TENSOR_CORE:
-        return tensor_core_geometry(kernel, scalars)
+        return tensor_core_geometry(kernel, scalars, arch)
     s = scalars
     if kernel == "encoder_forward":
         grid = [_cdiv(s["B"] * s["T"] * s["C"], PACK * THREADS), 1, 1]
@@ -114,7 +120,7 @@ def split_count(tiles: int) -> int:
     return splits
 
 
-def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[int], int]:
+def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
     """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
     if kernel.startswith("matmul_"):
         M, Nn, _ = matmul_shape(kernel, scalars)
@@ -126,7 +132,7 @@ def tensor_core_geometry(kernel: str, scalars: dict) -> tuple[list[int], list[in
         if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
             return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         splits = split_count(big)
-        if big * splits >= SPLIT_BLOCKS:
+        if big * splits >= SPLIT_BLOCKS or arch in CLUSTER_TILE_ARCHS:
             return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):

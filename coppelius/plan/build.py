@@ -109,13 +109,14 @@ def build_plan(config: Config) -> dict:
         piece.h2d("context", 0, step.at("tokens"), 4 * n)
         piece.h2d("context", 4, step.at("targets"), 4 * n)
 
-    forward = Piece("forward")
+    arch = config.target["arch"]
+    forward = Piece("forward", arch)
     take_context(forward)
     forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
     step.forward(forward, with_predictions=True)
     pieces.append(forward)
 
-    update = Piece("update")
+    update = Piece("update", arch)
     take_context(update)
     update.memset(step.at("flag"), 4)
     step.forward(update, with_predictions=False)

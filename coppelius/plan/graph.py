@@ -15,15 +15,15 @@ from ..formats.step_size import f32_word, nearest_f32
 class Piece:
     """One submission's commands, in issue order."""
 
-    def __init__(self, name: str):
-        self.name, self.commands = name, []
+    def __init__(self, name: str, arch: str = "any"):
+        self.name, self.commands, self.arch = name, [], arch  # the arch picks some launches' geometry
 
     def launch(self, kernel: str, **args):
         names = [n for n, _ in KERNELS[kernel]]
         if set(args) != set(names):  # the planner's own mistake: the catalog is the ABI
             raise ValueError(f"{kernel}: arguments {sorted(set(names) ^ set(args))} differ from the catalog's")
         scalars = {n: v for n, v in args.items() if isinstance(v, int)}
-        grid, block, shared = geometry(kernel, scalars)
+        grid, block, shared = geometry(kernel, scalars, self.arch)
         self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": shared,
                               "args": [args[n] for n in names]})
 

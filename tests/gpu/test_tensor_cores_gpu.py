@@ -106,7 +106,7 @@ class Gpu:
         """A function that launches kernel with args (pointer parameters as device addresses, None for
         null; scalars as numbers): the parameter block packed once, as the catalog's param_layout says."""
         scalars = {n: args[n] for n, kind in KERNELS[kernel] if kind not in PTR_KINDS}
-        grid, block, shared = tensor_core_geometry(kernel, scalars)
+        grid, block, shared = tensor_core_geometry(kernel, scalars, self.arch)
         layout, size = param_layout(kernel)
         blob = bytearray(size)
         for name, kind, offset in layout:

@@ -69,9 +69,19 @@ def _run(a):
         log.info("run: predicted %d contexts, mean loss %.4f", len(record["predict"]), record["mean_loss"])
 
 
+def _sample(a):
+    from .host.launch import sample
+    options = {"prompt": a.prompt, "prompt_tokens": a.prompt_tokens, "new_tokens": a.tokens,
+               "temperature": a.temperature, "top_k": a.top_k, "seed": a.seed}
+    text = sample(a.host_elf, a.checkpoint, a.out, options, a.host)
+    if not text.endswith(b"\n"):
+        sys.stdout.write("\n")  # the sample printed above ends its line
+    log.info("sample: %s tokens after the prompt, written to %s", a.tokens, a.out)
+
+
 def _report(a):
     from .report import report
-    report(a.train, a.evaluate, a.plan, a.out)
+    report(a.train, a.evaluate, a.plan, a.out, a.sample)
 
 
 def _inspect(a):
@@ -102,7 +112,20 @@ COMMANDS = [
       ("--operation", {"default": "train", "choices": ["train", "predict"]}),
       ("--host", {"default": "native", "choices": ["native", "interpreter"],
                   "help": "interpreter: the Python reference host (numpy or cuda-bindings) instead of the native run"})]),
-    ("report", "result records -> loss plot, summary, arena map", _report, ["--train", "--evaluate", "--plan", "--out"]),
+    ("sample", "generate text from a checkpoint: the host ELF's generate operation", _sample,
+     [("host_elf", {}), "--checkpoint",
+      ("--prompt", {"help": "the prompt's text (byte-level models: its bytes are the ids)"}),
+      ("--prompt-tokens", {"metavar": "FILE", "help": "the prompt's ids, a token file (llm.c's layout)"}),
+      ("--tokens", {"default": "64", "metavar": "N", "help": "new tokens to generate (default 64)"}),
+      ("--temperature", {"help": "a number >= 0; 0 is greedy (default 1)"}),
+      ("--top-k", {"help": "sample among the k likeliest ids, 1..vocab (default: all)"}),
+      ("--seed", {"help": "the sampler's seed, 0..2^64-1 (default 1337)"}),
+      ("--out", {"required": True, "help": "the file the sample is written to (and printed on stdout)"}),
+      ("--host", {"default": "native", "choices": ["native", "interpreter"],
+                  "help": "interpreter: the Python reference host instead of the native run"})]),
+    ("report", "result records -> loss plot, summary, arena map", _report,
+     ["--train", "--evaluate", "--plan", ("--sample", {"help": "a sample of the trained model (coppelius sample)"}),
+      "--out"]),
     ("inspect", "describe a host ELF, checkpoint, token stream or result record", _inspect, [("file", {})]),
 ]
 

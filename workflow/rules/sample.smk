@@ -1,0 +1,45 @@
+# A sample from the trained model, for the report: the host ELF's generate operation (`coppelius
+# sample`, which executes the native host ELF, or runs a GPU target's through the Python host) from
+# final.ckpt, prompted with the validation stream's first tokens, so that any vocabulary works.
+SAMPLE_PROMPT_TOKENS = 32
+SAMPLE_NEW_TOKENS = 256
+SAMPLE_TEMPERATURE = "0.8"
+
+
+rule sample_prompt:
+    input:
+        tokens=out("tokens/val.bin"),
+    output:
+        prompt=out("sample/prompt.bin"),
+    params:
+        prompt_tokens=min(SAMPLE_PROMPT_TOKENS, CONFIG.model.context),
+    run:
+        from coppelius.formats import tokens
+
+        tokens.write(output.prompt, tokens.read(input.tokens)[: params.prompt_tokens])
+
+
+rule sample:
+    input:
+        elf=out("host.elf"),
+        checkpoint=out("train/final.ckpt"),
+        prompt=out("sample/prompt.bin"),
+    output:
+        sample=report(
+            out("sample/sample.txt"), caption="../report/sample.rst", category="Training"
+        ),
+    log:
+        out("logs/sample.log"),
+    benchmark:
+        bench("sample")
+    conda:
+        ENV
+    params:
+        coppelius=COPPELIUS,
+        tokens=SAMPLE_NEW_TOKENS,
+        temperature=SAMPLE_TEMPERATURE,
+        seed=CONFIG.seed,
+    shell:
+        "{params.coppelius} --log {log:q} sample {input.elf:q} --checkpoint {input.checkpoint:q}"
+        " --prompt-tokens {input.prompt:q} --tokens {params.tokens} --temperature {params.temperature}"
+        " --seed {params.seed} --out {output.sample:q} > /dev/null"

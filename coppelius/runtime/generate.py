@@ -28,9 +28,9 @@ def _whole(flag: str, text: str, low: int, high: int, what: str) -> int:
     return int(text)
 
 
-def parse_options(prompt: str | None, prompt_tokens: str | None, new_tokens: str | None, temperature: str | None,
-                  top_k: str | None, seed: str | None) -> dict:
-    """The options' syntax, before anything is read (the C runtime: generate_parse_options)."""
+def parse_options(prompt: str | None = None, prompt_tokens: str | None = None, new_tokens: str | None = None,
+                  temperature: str | None = None, top_k: str | None = None, seed: str | None = None) -> dict:
+    """The options' syntax, before anything is read (the C runtime: generate_parse_options); None: not given."""
     if new_tokens is None:
         raise CoppeliusError("command line: --new-tokens is missing; give the number of tokens to generate")
     options = {"new_tokens": _whole("--new-tokens", new_tokens, 1, NEW_TOKENS_LIMIT,

@@ -2,6 +2,8 @@
 import argparse
 import logging
 import sys
+import tempfile
+from pathlib import Path
 
 from .errors import CoppeliusError
 
@@ -73,10 +75,23 @@ def _sample(a):
     from .host.launch import sample
     options = {"prompt": a.prompt, "prompt_tokens": a.prompt_tokens, "new_tokens": a.tokens,
                "temperature": a.temperature, "top_k": a.top_k, "seed": a.seed}
-    text = sample(a.host_elf, a.checkpoint, a.out, options, a.host)
+    with tempfile.TemporaryDirectory(prefix="coppelius-prompt-") as work:
+        if a.prompt_first is not None:
+            options["prompt_tokens"] = _first_tokens(a.prompt_tokens, a.prompt_first, Path(work) / "prompt.bin")
+        text = sample(a.host_elf, a.checkpoint, a.out, options, a.host)
     if not text.endswith(b"\n"):
         sys.stdout.write("\n")  # the sample printed above ends its line
     log.info("sample: %s tokens after the prompt, written to %s", a.tokens, a.out)
+
+
+def _first_tokens(path: str | None, count: str, out: Path) -> str:
+    """A token file of the first `count` ids of `path` (--prompt-first), for the host's --prompt-tokens."""
+    from .formats import tokens
+    if path is None or not count.isdecimal() or int(count) < 1:
+        raise CoppeliusError(f"command line: --prompt-first is {count!r}; give a whole number >= 1 with "
+                             f"--prompt-tokens FILE")
+    tokens.write(out, tokens.read(path)[:int(count)])
+    return str(out)
 
 
 def _report(a):
@@ -116,6 +131,7 @@ COMMANDS = [
      [("host_elf", {}), "--checkpoint",
       ("--prompt", {"help": "the prompt's text (byte-level models: its bytes are the ids)"}),
       ("--prompt-tokens", {"metavar": "FILE", "help": "the prompt's ids, a token file (llm.c's layout)"}),
+      ("--prompt-first", {"metavar": "K", "help": "only the first K ids of --prompt-tokens"}),
       ("--tokens", {"default": "64", "metavar": "N", "help": "new tokens to generate (default 64)"}),
       ("--temperature", {"help": "a number >= 0; 0 is greedy (default 1)"}),
       ("--top-k", {"help": "sample among the k likeliest ids, 1..vocab (default: all)"}),

@@ -1,32 +1,21 @@
 # A sample from the trained model, for the report: the host ELF's generate operation (`coppelius
 # sample`, which executes the native host ELF, or runs a GPU target's through the Python host) from
-# final.ckpt, prompted with the validation stream's first tokens, so that any vocabulary works.
+# final.ckpt, prompted with the validation stream's first tokens (any vocabulary has them).
 SAMPLE_PROMPT_TOKENS = 32
 SAMPLE_NEW_TOKENS = 256
 SAMPLE_TEMPERATURE = "0.8"
-
-
-rule sample_prompt:
-    input:
-        tokens=out("tokens/val.bin"),
-    output:
-        prompt=out("sample/prompt.bin"),
-    params:
-        prompt_tokens=min(SAMPLE_PROMPT_TOKENS, CONFIG.model.context),
-    run:
-        from coppelius.formats import tokens
-
-        tokens.write(output.prompt, tokens.read(input.tokens)[: params.prompt_tokens])
 
 
 rule sample:
     input:
         elf=out("host.elf"),
         checkpoint=out("train/final.ckpt"),
-        prompt=out("sample/prompt.bin"),
+        prompt=out("tokens/val.bin"),
     output:
         sample=report(
-            out("sample/sample.txt"), caption="../report/sample.rst", category="Training"
+            out("sample/sample.txt"),
+            caption="../report/sample.rst",
+            category="Training",
         ),
     log:
         out("logs/sample.log"),
@@ -39,7 +28,9 @@ rule sample:
         tokens=SAMPLE_NEW_TOKENS,
         temperature=SAMPLE_TEMPERATURE,
         seed=CONFIG.seed,
+        prompt_tokens=min(SAMPLE_PROMPT_TOKENS, CONFIG.model.context),
     shell:
         "{params.coppelius} --log {log:q} sample {input.elf:q} --checkpoint {input.checkpoint:q}"
-        " --prompt-tokens {input.prompt:q} --tokens {params.tokens} --temperature {params.temperature}"
-        " --seed {params.seed} --out {output.sample:q} > /dev/null"
+        " --prompt-tokens {input.prompt:q} --prompt-first {params.prompt_tokens}"
+        " --tokens {params.tokens} --temperature {params.temperature} --seed {params.seed}"
+        " --out {output.sample:q} > /dev/null"

@@ -148,3 +148,14 @@ def test_out_naming_a_folder_is_refused(chains, tmp_path):
                                         chains["bytes"]["final"])
     assert native == interpreted == f"{tmp_path}: --out names a folder; give a file path for the sample"
     assert not Path(tmp_path / "sample.txt").exists()
+
+
+@pytest.mark.parametrize("point", ["sample-token:3", "write-sample"])
+def test_a_killed_generate_run_leaves_no_sample(chains, tmp_path, point):
+    """The sample is published once, atomically, at the end (write-sample): a run killed at a step before
+    it leaves nothing at --out, not even a part of the sample or a temporary."""
+    p, out = chains["bytes"], tmp_path / "sample.txt"
+    proc = subprocess.run([p["elf"], "--operation", "generate", "--checkpoint", p["final"], "--prompt", PROMPT,
+                           "--new-tokens", "8", "--out", str(out)], capture_output=True, timeout=300,
+                          env={"COPPELIUS_KILL_AT": point})
+    assert proc.returncode == -9 and proc.stdout == b"" and list(tmp_path.iterdir()) == []

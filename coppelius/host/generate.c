@@ -88,8 +88,10 @@ int generate_check_prompt(generation* g, uint32_t vocab, uint32_t context, failu
                     "vocab is %u: give the prompt's ids with --prompt-tokens FILE", BYTE_LEVEL_VOCAB, vocab);
     if (!g->prompt) {
         if (tokens_open(g->prompt_tokens, &stream, f) != 0) return -1;
-        if (stream.count == 0)
-            return tokens_close(&stream), fail(f, "%s: the prompt holds no tokens; give at least one", g->prompt_tokens);
+        if (stream.count == 0) {
+            tokens_close(&stream);
+            return fail(f, "%s: the prompt holds no tokens; give at least one", g->prompt_tokens);
+        }
         if (tokens_check_vocab(&stream, 0, stream.count, (int)vocab, f) != 0) return tokens_close(&stream), -1;
         prompt = (uint64_t)stream.count;
     }

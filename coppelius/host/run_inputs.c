@@ -157,10 +157,11 @@ static int read_tables(run_state* r) {
         read_table(r, "step_words", "COPSTEP", sizeof(step_word_record), &t->step_words) != 0 ||
         read_table(r, "program", "COPHPRG", sizeof(program_step), &program_records) != 0)
         return -1;
-    if (t->buffers.count != BUFFERS || run.count != 1)
+    int buffers_wrong = t->buffers.count != BUFFERS;
+    if (buffers_wrong || run.count != 1)
         return fail(&r->f, "%s: section .coppelius.%s: %u records, not %d; rebuild it with `snakemake`", r->elf,
-                    t->buffers.count != BUFFERS ? "buffers" : "run",
-                    t->buffers.count != BUFFERS ? t->buffers.count : run.count, t->buffers.count != BUFFERS ? BUFFERS : 1);
+                    buffers_wrong ? "buffers" : "run", buffers_wrong ? t->buffers.count : run.count,
+                    buffers_wrong ? BUFFERS : 1);
     memcpy(&r->run, run.records, sizeof r->run);
     if ((uint64_t)r->run.model_json_bytes + r->run.learner_json_bytes != run.blob_bytes ||
         json_parse(&r->model, (const char*)run.blob, r->run.model_json_bytes) != 0 ||

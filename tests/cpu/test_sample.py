@@ -1,9 +1,10 @@
 """The generate operation (`coppelius sample`): the native host ELF and the Python interpreter on the same
 host ELF give the same sample bytes for the same checkpoint, prompt, options and seed (the window
-sliding past the context included); a seed gives one sample, always; a model that is not byte-level
-samples ids after a token file's prompt; every bad option is refused before the device, in one line,
-the same line from both hosts, and nothing is written."""
+sliding past the context included), and so does the AArch64 build under qemu; a seed gives one sample,
+always; a model that is not byte-level samples ids after a token file's prompt; every bad option is
+refused before the device, in one line, the same line from both hosts, and nothing is written."""
 import contextlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from coppelius.errors import CoppeliusError
 from coppelius.formats import tokens
+from coppelius.formats.elf import host_machine, read_host_elf
+from coppelius.host.build import link_host_executable
 from coppelius.host.launch import sample
 from coppelius.stages import build_chain
 from test_native_run import execute
@@ -159,3 +162,21 @@ def test_a_killed_generate_run_leaves_no_sample(chains, tmp_path, point):
                            "--new-tokens", "8", "--out", str(out)], capture_output=True, timeout=300,
                           env={"COPPELIUS_KILL_AT": point})
     assert proc.returncode == -9 and proc.stdout == b"" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(host_machine() != "x86_64" or shutil.which("qemu-aarch64") is None or
+                    not Path("/usr/aarch64-linux-gnu").is_dir(),
+                    reason="compares an AArch64 build under qemu-aarch64 (apt-get install qemu-user "
+                           "libc6-arm64-cross) with this x86-64 machine's")
+def test_the_aarch64_build_samples_the_same_bytes_under_qemu(chains, tmp_path):
+    p = chains["bytes"]
+    elf = read_host_elf(p["elf"])
+    arm = tmp_path / "aarch64.elf"
+    link_host_executable(arm, "aarch64", elf.identity, elf.sections)
+    options = ["--operation", "generate", "--checkpoint", p["final"], "--prompt", PROMPT, "--new-tokens", "24",
+               "--temperature", "0.8", "--seed", "5"]
+    x86 = subprocess.run([p["elf"], *options, "--out", str(tmp_path / "x86.txt")], capture_output=True, timeout=300)
+    qemu = subprocess.run([shutil.which("qemu-aarch64"), "-L", "/usr/aarch64-linux-gnu", str(arm), *options, "--out",
+                           str(tmp_path / "arm.txt")], capture_output=True, timeout=600)
+    assert x86.returncode == 0 and qemu.returncode == 0, (x86.stderr, qemu.stderr)
+    assert (tmp_path / "arm.txt").read_bytes() == (tmp_path / "x86.txt").read_bytes() == x86.stdout == qemu.stdout

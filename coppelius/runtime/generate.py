@@ -55,16 +55,17 @@ def parse_options(prompt: str | None = None, prompt_tokens: str | None = None, n
 
 def check_sample_path(out: str) -> None:
     """--out names the sample file: not a folder, in a writable folder."""
-    if Path(out).is_dir():
+    out = Path(out)
+    if out.is_dir():
         raise CoppeliusError(f"{out}: --out names a folder; give a file path for the sample")
-    check_writable_folder(str(Path(out).parent), "--out's folder")
+    check_writable_folder(out.parent, "--out's folder")
 
 
 class Generation:
     """The sequence (prompt, then each sampled id), its window and the sampler's state."""
 
     def __init__(self, options: dict, vocab: int, context: int):
-        self.vocab, self.context, self.options = vocab, context, options
+        self.vocab, self.options = vocab, options
         top_k = options["top_k"]
         if top_k is not None and not 1 <= top_k <= vocab:
             raise CoppeliusError(f"command line: --top-k is {top_k}; give a whole number from 1 to the vocab, {vocab}")
@@ -88,8 +89,9 @@ class Generation:
                                  f"shorten it")
         self.generator = Generator(options["seed"])
 
-    def window(self) -> list[int]:
-        return self.ids[-self.context:]
+    def window(self, positions: int) -> list[int]:
+        """The newest <= `positions` ids, oldest first (sample-context)."""
+        return self.ids[-positions:]
 
     def take(self, rows, positions: int) -> None:
         """Sample the next id from the window's last row of `rows` (f16 logits, `positions` rows)."""

@@ -343,7 +343,7 @@ class Run:
             self.record[f"{kind}_loss"] = loss
 
     def op_sample_context(self, buffer, tokens):
-        window = np.array(self.generation.window()[:tokens], "<i4")
+        window = np.array(self.generation.window(tokens), "<i4")
         self.buffer(buffer, 0, 4 * len(window))[:] = window.view(np.uint8)
 
     def op_sample_token(self, buffer, tokens, bytes):

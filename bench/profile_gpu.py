@@ -22,7 +22,7 @@ from cuda.bindings import driver, nvrtc
 
 from coppelius.formats import tables
 from coppelius.formats.kernels import ACCESS, KERNELS, PTR_KINDS, SCALAR_KINDS, extents, param_layout
-from coppelius.runtime.cuda import KERNEL_NAMES, check
+from cuda_harness import KERNEL_NAMES, check
 
 SPIN = (b'extern "C" __global__ void spin(long long cycles) '
         b'{ long long t = clock64(); while (clock64() - t < cycles) {} }')

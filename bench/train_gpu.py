@@ -2,8 +2,8 @@
 
     python bench/train_gpu.py [--models tiny,small,gpt2-124m] [--steps 30] [--out bench/results] [--profile REPS]
 
-For each model: Coppelius's ms/step (the host ELF replayed on the CUDA device, each piece a CUDA
-graph), the peer's eager, torch.compile and whole-step-graph ms/step, the ratios, and the two
+For each model: Coppelius's ms/step (the native host ELF run as a program, each piece a CUDA graph;
+beside it the same host ELF walked by the Python reference host, to show the host's cost), the peer's eager, torch.compile and whole-step-graph ms/step, the ratios, and the two
 floors (model FLOPs over the measured fp16 matmul rate; the fewest bytes a step must move over
 the measured copy bandwidth). Writes one JSON with device and date. With --profile, also each
 model's update piece timed command by command (bench/profile_gpu.py) on the same loaded device,
@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from fractions import Fraction
@@ -23,13 +24,24 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))  # the Python CUDA device: a test harness
 
 BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
 
 
-def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, dict]:
+def step_ms(record: dict) -> float:
+    """The median time between steps, after three warm-up steps."""
+    times = [s["time"] for s in record["steps"]]
+    deltas = sorted(b - a for a, b in zip(times[3:], times[4:]))
+    return 1000 * deltas[len(deltas) // 2]
+
+
+def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, float, dict]:
+    """(native host ms/step, Python host ms/step, details) of the same host ELF."""
     from coppelius.config import ROOT as CROOT, resolve
-    from coppelius.runtime.interpreter import Program, Run, open_device
+    from coppelius.formats import result
+    from coppelius.runtime.interpreter import Program, Run
+    from cuda_harness import CudaDevice, check_card
     from coppelius.stages import build_chain
     corpus = work / "corpus.txt"
     if not corpus.exists():
@@ -40,8 +52,13 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
                             "corpus": str(corpus), "keep": 1})
     os.chdir(work)
     paths = build_chain(config, work / model)
+    native_out = work / f"{model}-native"
+    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--out",
+                    str(native_out)], check=True, env={})  # a clean environment: nothing but the driver
+    native = result.read(native_out / "result.json")
     program = Program(paths["elf"])
-    device = open_device(program)
+    device = CudaDevice()
+    check_card(program.identity, device.describe())
     plan = json.loads(Path(paths["plan"]).read_text())
     profile = None
     try:
@@ -51,10 +68,9 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
             profile = profile_update(device, plan, device.describe()["arch"], profile_reps)
     finally:
         device.close()
-    times = [s["time"] for s in record["steps"]]
-    deltas = sorted(b - a for a, b in zip(times[3:], times[4:]))
-    return 1000 * deltas[len(deltas) // 2], {"plan": plan, "losses": [s["loss"] for s in record["steps"]],
-                                             "profile": profile}
+    same = [s["loss"] for s in native["steps"]] == [s["loss"] for s in record["steps"]]
+    return step_ms(native), step_ms(record), {"plan": plan, "losses": [s["loss"] for s in native["steps"]],
+                                              "profile": profile, "hosts_agree_bitwise": same}
 
 
 def floors(plan: dict, ceilings: dict) -> dict:
@@ -88,7 +104,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="coppelius-bench-"))
     for model in args.models.split(","):
         batch = BATCH[model]
-        ours, info = coppelius_ms(model, batch, args.steps, work, args.profile)
+        ours, python_host, info = coppelius_ms(model, batch, args.steps, work, args.profile)
         plan = info["plan"]
         learner = {k: float(Fraction(v)) for k, v in plan["learner"].items()}
         peers = {}
@@ -100,6 +116,7 @@ def main():
                 print(f"{model}: peer {mode} failed: {type(error).__name__}: {error}", flush=True)
         floor = floors(plan, ceilings)
         entry = {"batch": batch, "context": plan["model"]["context"], "coppelius_ms": ours,
+                 "python_host_ms": python_host, "hosts_agree_bitwise": info["hosts_agree_bitwise"],
                  "peer_ms": peers, "floor": floor,
                  "ratio_peer_over_coppelius": {m: (v / ours if v else None) for m, v in peers.items()},
                  "over_floor": ours / max(floor["flops_ms"], floor["bytes_ms"]),
@@ -114,7 +131,7 @@ def main():
             for g in entry["profile"]["by_kernel"][:8]:
                 print(f"  {g['kernel']:>24} {g['launches']:4d} launches {g['ms']:9.3f} ms {100 * g['share']:5.1f}%")
         report["models"][model] = entry
-        print(f"{model:>10} batch {batch:>3}: coppelius {ours:8.3f} ms | " +
+        print(f"{model:>10} batch {batch:>3}: coppelius {ours:8.3f} ms (python host {python_host:.3f}) | " +
               " | ".join(f"{m} {v:8.3f} ms ({v / ours:5.2f}x)" if v else f"{m} n/a" for m, v in peers.items()) +
               f" | floor {max(floor['flops_ms'], floor['bytes_ms']):.3f} ms ({entry['over_floor']:.1f}x above)", flush=True)
     out = Path(args.out)

@@ -27,6 +27,16 @@ def _init(a):
     log.info("init: key %s", init(a.config, a.out))
 
 
+def _import(a):
+    from .stages import import_weights
+    log.info("import: key %s", import_weights(a.config, a.file, a.out))
+
+
+def _export(a):
+    from .weights import EXPORTS, export
+    log.info("export: %s written as %s", a.out, EXPORTS[export(a.checkpoint, a.out, a.format)])
+
+
 def _plan(a):
     from .plan.arena import show
     from .stages import plan
@@ -113,6 +123,14 @@ COMMANDS = [
                                                                    "metavar": "KEY=VALUE"}), "--out"]),
     ("prepare", "corpus -> train and validation token streams", _prepare, ["--config", "--train", "--val"]),
     ("init", "model + seed -> initial checkpoint", _init, ["--config", "--out"]),
+    ("import", "llm.c or Hugging Face GPT-2 weights (or a checkpoint) -> a checkpoint at step 0", _import,
+     [("file", {"help": "llm.c .bin, Hugging Face model.safetensors or Coppelius .ckpt"}),
+      ("--config", {"required": True, "help": "the resolved configuration (`coppelius configure` writes it)"}),
+      "--out"]),
+    ("export", "a checkpoint's weights -> llm.c .bin or Hugging Face model.safetensors", _export,
+     [("checkpoint", {}), "--out",
+      ("--format", {"choices": ["llmc", "llmc-bf16", "safetensors"],
+                    "help": "default: by --out's suffix (.bin: llmc, fp32; .safetensors: safetensors)"})]),
     ("plan", "configuration -> plan (arena, launches, pieces, host program)", _plan,
      ["--config", ("--out", {}), ("--show", {"action": "store_true", "help": "print the arena, one row a plane"})]),
     ("realize", "plan -> program image, launch table, command stream, ring", _realize, ["--config", "--plan", "--out"]),

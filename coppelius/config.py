@@ -58,6 +58,7 @@ class Config:
     seed: int
     corpus: str | None
     tokens: str | None
+    init_from: str | None  # weights to start from instead of init's (coppelius.weights)
 
 
 def _where(error: jsonschema.ValidationError) -> str:
@@ -150,7 +151,7 @@ def resolve(raw: dict, source: str = "config") -> Config:
     _check(raw["steps"] % raw["interval"] == 0, source, "steps", raw["steps"],
            f"it must be a multiple of interval ({raw['interval']}): change steps or interval")
     _check_int32_counts(model, raw["batch"], source)
-    for key in ("corpus", "tokens"):
+    for key in ("corpus", "tokens", "init_from"):
         value = raw.get(key)
         _check(value is None or value.isprintable(), source, key, value,
                "a path cannot hold a newline or other control character: fix the value")
@@ -167,6 +168,7 @@ def resolve(raw: dict, source: str = "config") -> Config:
         seed=raw["seed"],
         corpus=raw.get("corpus"),
         tokens=raw.get("tokens"),
+        init_from=raw.get("init_from"),
     )
 
 
@@ -204,6 +206,7 @@ def resolved_dict(config: Config) -> dict:
         "seed": config.seed,
         "corpus": config.corpus,
         "tokens": config.tokens,
+        "init_from": config.init_from,
     }
 
 
@@ -218,6 +221,7 @@ def from_resolved(data: dict) -> Config:
         seed=data["seed"],
         corpus=data["corpus"],
         tokens=data["tokens"],
+        init_from=data["init_from"],
     )
 
 

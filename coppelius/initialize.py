@@ -31,8 +31,14 @@ def initial_parameters(model, seed: int) -> np.ndarray:
 
 
 def write_initial_checkpoint(path: str, model, learner, seed: int) -> None:
-    params = initial_parameters(model, seed)
+    write_starting_checkpoint(path, model, learner, initial_parameters(model, seed))
+
+
+def write_starting_checkpoint(path: str, model, learner, params: np.ndarray) -> None:
+    """Where a run starts: `params` (f32, llm.c's order) at step 0, cursor 0, AdamW moments zero.
+    init's seeded weights, or weights imported from another tool (coppelius.weights)."""
+    params = np.asarray(params, dtype="<f4")
     zeros = np.zeros_like(params)
-    payload = params.astype("<f4").tobytes() + zeros.tobytes() + zeros.tobytes()
+    payload = params.tobytes() + zeros.tobytes() + zeros.tobytes()
     learner_dict = canonical.json.loads(canonical.encode(learner.as_dict()))
     checkpoint.write(path, checkpoint.header_for(model.as_dict(), learner_dict, 0, 0), payload)

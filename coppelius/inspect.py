@@ -3,16 +3,17 @@ from pathlib import Path
 
 from .errors import CoppeliusError
 from .formats import checkpoint, elf, result, tokens
+from .weights import huggingface, llmc
 
 
 def describe(path: str) -> list[str]:
     try:
-        head = Path(path).open("rb").read(8)
+        head = Path(path).open("rb").read(9)
     except OSError as e:
         raise CoppeliusError(f"{path}: cannot read ({e.strerror}); give an existing file")
     if head[:4] == b"\x7fELF":
         return [f"{path}: host ELF"] + elf.describe(path)
-    if head == checkpoint.MAGIC:
+    if head[:8] == checkpoint.MAGIC:
         h = checkpoint.read_header(path)
         checkpoint.verify_payload(path, h)
         m = h["model"]
@@ -25,6 +26,14 @@ def describe(path: str) -> list[str]:
     if int.from_bytes(head[:4], "little") == tokens.MAGIC:
         count = tokens.read_header(path)
         return [f"{path}: llm.c token stream", f"{count:,} tokens"]
+    if int.from_bytes(head[:4], "little") == llmc.MAGIC:
+        version, f = llmc.read_header(path)
+        return [f"{path}: llm.c GPT-2 checkpoint, version {version} ({'fp32' if version == 3 else 'bf16'} parameters)",
+                f"model: vocab {f['V']} (padded to {f['Vp']}), context {f['maxT']}, width {f['C']}, {f['L']} layers, "
+                f"{f['NH']} heads"]
+    if huggingface.is_safetensors(head):
+        dims = huggingface.dimensions(path)
+        return [f"{path}: safetensors", "as a GPT-2: " + ", ".join(f"{k} {v}" for k, (_, v) in dims.items())]
     if head[:1] == b"{":
         r = result.read(path)
         lines = [f"{path}: result record ({r['operation']}, {r['status']})"]
@@ -34,5 +43,5 @@ def describe(path: str) -> list[str]:
         if r["predict"]:
             lines.append(f"predicted {len(r['predict'])} contexts, mean loss {r['mean_loss']:.4f}")
         return lines + [f"published: {p}" for p in r["published"]]
-    raise CoppeliusError(f"{path}: starts with {head!r}, not a host ELF, checkpoint, token stream or result record; "
-                         f"give one of those")
+    raise CoppeliusError(f"{path}: starts with {head[:8]!r}, not a host ELF, checkpoint, token stream or result record "
+                         f"(nor GPT-2 weights); give one of those")

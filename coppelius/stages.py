@@ -1,6 +1,7 @@
 """Each stage keyed through the content-addressed store: what the `coppelius STAGE` commands
 and the Snakemake rules call. A stage's key covers its code, the part of the configuration it
 reads, its inputs' digests, the target and tool versions (coppelius.cas)."""
+import json
 import logging
 import os
 from functools import lru_cache
@@ -10,10 +11,11 @@ from . import canonical, cas, sources
 from .config import Config, read_resolved, resolved_dict
 from .formats import certificate
 from .formats.publish import publish_bytes
+from .admit.compatibility import toolkit_major
 
 log = logging.getLogger("coppelius")
 FUNCTIONS = {"prepare": "prepare", "init": "init", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
-             "tables": "tables", "admit": "admit", "elf": "elf"}
+             "tables": "tables", "admit": "admit", "elf": "elf", "import": "import_weights"}
 # Files a stage reads as data, beside the code it imports: the CUDA sources NVRTC compiles, the
 # sources the cpu image names by digest (realize.IMAGE_SOURCES), the C host runtime (when present).
 DATA = {"compile": ("kernels/cuda",), "realize": ("kernels/reference.py", "runtime/cpu.py"), "elf": ("host",)}
@@ -61,10 +63,23 @@ def init(config_path: str, out: str) -> str:
         build=lambda o: write_initial_checkpoint(o["checkpoint"], config.model, config.learner, config.seed))
 
 
+def import_weights(config_path: str, source: str, out: str) -> str:
+    """init's counterpart for fine-tuning: weights from another tool (or run), checked against the model,
+    as a checkpoint at step 0. Keyed by the weights' digest, so everything downstream is too."""
+    from .weights import import_weights as build
+    config = read_resolved(config_path)
+    subset = {"model": config.model.as_dict(), "learner": config.learner.as_dict()}
+    return cas.run_stage(
+        "import", code=code("import"), config=subset, inputs={"weights": source}, target="any",
+        outputs={"checkpoint": out}, manifest=manifest_path(config_path, "import"),
+        build=lambda o: build(source, o["checkpoint"], config.model, config.learner))
+
+
 def plan(config_path: str, out: str) -> str:
     from .plan.build import build_plan, encode_plan
     config = read_resolved(config_path)
-    subset = {k: v for k, v in resolved_dict(config).items() if k not in ("corpus", "tokens", "seed", "target")}
+    subset = {k: v for k, v in resolved_dict(config).items()
+              if k not in ("corpus", "tokens", "seed", "target", "init_from")}
     target = {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")}
     return cas.run_stage(
         "plan", code=code("plan"), config=subset | {"target": target}, inputs={}, target=config.target["name"],
@@ -195,6 +210,9 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
                     "certificate_sha256": canonical.sha256(data["certificate"]),
                     "memory_bytes": load_plan(plan_path)["arena"]["bytes"]}  # the card check holds the card to it
+        major = toolkit_major(json.loads(data["kernel_info"]))
+        if major is not None:  # a cubin: the card check holds the driver to one that loads this CUDA major's images
+            identity["driver_version"] = 1000 * major
         link_host_executable(o["elf"], machine, identity, data)
     key = cas.run_stage("elf", code=code("elf"), config={"machine": machine}, inputs=sections,
                          target=config.target["name"], outputs={"elf": out}, build=produce,

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip cleanly where no CUDA device is present."""
-    from coppelius.runtime.probe import cuda_device_count
+    from cuda_probe import cuda_device_count
     if cuda_device_count() > 0:
         return
     skip = pytest.mark.skip(reason="no CUDA device on this machine")

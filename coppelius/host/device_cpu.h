@@ -1,26 +1,20 @@
 // device_cpu.h: the cpu device. The arena and the host block are ordinary memory; a submission
 // (ring entry) runs its commands in order on the calling thread: memsets and copies directly,
 // launches through the kernel catalog (catalog.c) on the worker pool. Everything the tables
-// say is checked once at load, against the arena, the host block and the catalog, before the
-// first command runs.
+// say is checked once at load (device_tables.c), before the first command runs.
 #ifndef COPPELIUS_DEVICE_CPU_H
 #define COPPELIUS_DEVICE_CPU_H
 #include <stdint.h>
 
 #include "failure.h"
-#include "tables.h"
-
-typedef struct {
-    table launches, relocations, commands, ring, step_words, planes, buffers;
-} device_tables;
+#include "device_tables.h"
 
 typedef struct {
     uint8_t* arena;
     uint64_t arena_bytes;
     uint8_t* host;             // the host block: the host program's buffers
     uint64_t host_bytes;
-    uint8_t* parameters;       // the parameter blob, relocated (the run's own copy)
-    device_tables t;
+    loaded_tables l;           // the checked tables, the blob relocated to the arena
 } cpu_device;
 
 // Allocate the arena and host block (zeroed, 256-aligned), check every table entry and relocate

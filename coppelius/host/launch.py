@@ -1,11 +1,11 @@
 """`coppelius run`: a thin wrapper that executes the native host ELF.
 
-The cpu target's host ELF is a native program (coppelius/host/run.c) that checks its inputs, trains
-or predicts and publishes everything itself; this wrapper only decides that it can run here,
-executes it, passes its progress lines through, turns its one-line refusal into this command's
-(a CoppeliusError) and dies by the same signal when it is killed (so that a SIGKILL reads the same
-to whoever waits on `coppelius run`). GPU targets keep the Python interpreter
-(coppelius/runtime/interpreter.py) and its cuda device until the native runtime has a cuda device.
+Every target's host ELF is a native program (coppelius/host/run.c, with the cpu device or the cuda
+device) that checks its inputs, trains or predicts and publishes everything itself; this wrapper only
+decides that it can run here, executes it, passes its progress lines through, turns its one-line
+refusal into this command's (a CoppeliusError) and dies by the same signal when it is killed (so that
+a SIGKILL reads the same to whoever waits on `coppelius run`). `--host interpreter` runs the Python
+reference host (coppelius/runtime/interpreter.py) instead, which the native run is checked against.
 """
 import os
 import signal
@@ -22,8 +22,8 @@ ET_REL = 1  # the ELF type of a container of tables without code (coppelius/form
 
 def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
         host: str = "native") -> dict:
-    """Run a host ELF: natively, or (host "interpreter", and for GPU targets) by the Python interpreter,
-    the reference host the native run is checked against."""
+    """Run a host ELF: natively, or (host "interpreter") by the Python interpreter, the reference host
+    the native run is checked against."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
     native = _native(host_elf, host)
@@ -60,14 +60,19 @@ def sample(host_elf: str, checkpoint_path: str, out: str, options: dict, host: s
 
 def _native(host_elf: str, host: str) -> str | None:
     """The path to execute, once the host ELF is known to be a native program for this machine; None
-    where the Python interpreter runs it (asked for, or a GPU target's)."""
+    where the Python interpreter runs it (host "interpreter")."""
     elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
-    if elf.identity.get("target") != "cpu" or host == "interpreter":
+    if host == "interpreter":
         return None
-    here = host_machine()
-    if elf.machine != here:
+    here, target, card = host_machine(), elf.identity.get("target"), elf.identity.get("card")
+    if elf.machine != here and target == "cpu":
         raise CoppeliusError(f"{host_elf}: host machine is {elf.machine}, this machine is {here}; rebuild the cpu "
                              f"target here with `snakemake`")
+    if elf.machine != here:
+        raise CoppeliusError(
+            f"{host_elf}: target is {target!r}: no {card} is present on this machine ({here}); copy the host ELF, the "
+            f"checkpoint and the token file to an {elf.machine} host with the {card} and run `{Path(host_elf).name} "
+            f"--checkpoint CKPT --tokens BIN --out DIR` (or `coppelius run HOST_ELF ...`) there")
     with open(host_elf, "rb") as f:
         kind = int.from_bytes(f.read(18)[16:18], "little")
     if kind == ET_REL:

@@ -44,7 +44,8 @@ static double pairwise_sum(const float* x, uint64_t n) {
 // Host buffer `index`, bytes [offset, offset + bytes): NULL (and the refusal) when it is not inside.
 static uint8_t* host_buffer(run_state* r, uint32_t index, uint64_t offset, uint64_t bytes) {
     uint64_t size;
-    uint8_t* base = cpu_device_buffer(&r->device, index, &size);
+    uint8_t* base = device_host_buffer(&r->device, index, &size, &r->f);
+    if (!base) return NULL;
     if (offset > size || bytes > size - offset) {
         fail(&r->f, "%s: the host program touches bytes [%llu, +%llu) of host buffer %u, which has %llu; "
              REBUILD_ELF, r->elf, (unsigned long long)offset, (unsigned long long)bytes, index,
@@ -54,10 +55,12 @@ static uint8_t* host_buffer(run_state* r, uint32_t index, uint64_t offset, uint6
     return base + offset;
 }
 
-static double mean_loss(run_state* r, uint32_t buffer) {
-    uint64_t size;
-    const float* losses = (const float*)cpu_device_buffer(&r->device, buffer, &size);
-    return pairwise_sum(losses, r->run.tokens_per_step) / (double)r->run.tokens_per_step;
+// The mean of a losses buffer; -1 (and the refusal) when the device reports an error.
+static int mean_loss(run_state* r, uint32_t buffer, double* mean) {
+    const float* losses = (const float*)host_buffer(r, buffer, 0, 4 * (uint64_t)r->run.tokens_per_step);
+    if (!losses) return -1;
+    *mean = pairwise_sum(losses, r->run.tokens_per_step) / (double)r->run.tokens_per_step;
+    return 0;
 }
 
 static const char* newest_published(run_state* r) {
@@ -229,16 +232,19 @@ static void progress(run_state* r, const step_entry* e) {
 
 static int op_record_stat(run_state* r, uint32_t kind) {
     if (kind != STAT_STEP) {
-        double loss = mean_loss(r, BUFFER_REPORT_LOSSES);
+        double loss;
+        if (mean_loss(r, BUFFER_REPORT_LOSSES, &loss) != 0) return 1;
         if (kind == STAT_PREDICT) result_add_predict(&r->record, loss);
         else if (kind == STAT_INITIAL) r->record.has_initial = 1, r->record.initial_loss = loss;
         else r->record.has_final = 1, r->record.final_loss = loss;
         return 0;
     }
-    uint64_t size;
     int32_t flag;
-    memcpy(&flag, cpu_device_buffer(&r->device, BUFFER_STEP_FLAG, &size), 4);
-    step_entry e = {r->t, mean_loss(r, BUFFER_STEP_LOSSES), now() - r->started, flag != 0};
+    double loss;
+    const uint8_t* flag_word = host_buffer(r, BUFFER_STEP_FLAG, 0, 4);
+    if (!flag_word || mean_loss(r, BUFFER_STEP_LOSSES, &loss) != 0) return 1;
+    memcpy(&flag, flag_word, 4);
+    step_entry e = {r->t, loss, now() - r->started, flag != 0};
     r->record.skipped += e.skipped;
     r->consecutive_skips = e.skipped ? r->consecutive_skips + 1 : 0;
     result_add_step(&r->record, e);
@@ -272,7 +278,7 @@ static int step(void* context, const program_step* s) {
             return fail(&r->f, "%s: the host program reissues ring entry %u before issuing it; " REBUILD_ELF, r->elf,
                         s->ring), 1;
         r->issued[s->ring] = 1;
-        return cpu_device_issue(&r->device, s->ring, &r->f) != 0;
+        return device_issue(&r->device, s->ring, &r->f) != 0;
     case STEP_READ:
         if (!(into = host_buffer(r, s->buffer, 0, s->bytes))) return 1;
         if (fseek(r->checkpoint_file, (long)(CHECKPOINT_HEADER_BYTES + s->offset), SEEK_SET) != 0 ||
@@ -296,8 +302,7 @@ static int step(void* context, const program_step* s) {
     case STEP_CURSOR_ADVANCE: r->cursor += s->count; return 0;
     case STEP_ADAMW_SCALARS:
         r->t++;
-        cpu_device_patch_step_size(&r->device, step_size(r->run.lr, r->run.beta1, r->run.beta2, r->t));
-        return 0;
+        return device_patch_step_size(&r->device, step_size(r->run.lr, r->run.beta1, r->run.beta2, r->t), &r->f) != 0;
     case STEP_CHECKPOINT_BEGIN: return op_checkpoint_begin(r);
     case STEP_WRITE: return op_write(r, s);
     case STEP_CHECKPOINT_PUBLISH: return op_checkpoint_publish(r);
@@ -331,7 +336,11 @@ int run_execute(run_state* r) {
     snprintf(record->checkpoint_in, sizeof record->checkpoint_in, "%s", r->checkpoint_path);
     record->step_in = r->header.step, record->cursor_in = r->header.cursor;
     snprintf(record->status, sizeof record->status, "running");
-    if (cpu_device_open(&r->device, &r->tables, r->run.arena_bytes, r->run.host_bytes, r->elf, &r->f) != 0) return -1;
+    const section* image = self_section(&r->image, "image");
+    cuda_card wanted = {r->record.target, r->card, r->arch, r->driver_version};
+    if (device_open(&r->device, &r->tables, r->run.arena_bytes, r->run.host_bytes, image->data, image->bytes, &wanted,
+                    r->elf, &r->f) != 0)
+        return -1;
     r->device_open = 1;
     r->issued = calloc(r->tables.ring.count + 1, 1);
     r->checkpoint_file = fopen(r->checkpoint_path, "rb");
@@ -361,7 +370,7 @@ void run_close(run_state* r) {
     if (r->checkpoint_open) publication_abort(&r->open_checkpoint);
     if (r->predictions_open) publication_abort(&r->predictions);
     if (r->checkpoint_file) fclose(r->checkpoint_file);
-    if (r->device_open) cpu_device_close(&r->device);
+    if (r->device_open) device_close(&r->device);
     free(r->issued);
     tokens_close(&r->stream);
     json_free(&r->certificate), json_free(&r->model), json_free(&r->learner);

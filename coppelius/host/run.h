@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "checkpoint.h"
-#include "device_cpu.h"
+#include "device.h"
 #include "generate.h"
 #include "json.h"
 #include "program.h"
@@ -57,7 +57,9 @@ typedef struct {
     token_stream stream;
     char identity[65];                    // the run identity (sha256 hex)
     char folder[4096];                    // OUT/checkpoints/<first 16 hex of the identity>
-    cpu_device device;
+    char card[256], arch[32];             // the identity note's card, for the device's card check
+    int driver_version;
+    device device;
     int device_open;
     uint64_t cursor, t, consecutive_skips;
     uint8_t* issued;                      // ring entries issued so far

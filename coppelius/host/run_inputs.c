@@ -327,18 +327,21 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
             return fail(&r->f, "%s: section .coppelius.%s is missing; " REBUILD_ELF, elf, SECTIONS[i]);
     if (check_certificate(r) != 0 || read_tables(r) != 0) return -1;
     json_document identity;
-    char card[256];
     if (json_parse(&identity, r->image.identity, r->image.identity_bytes) != 0)
         return json_free(&identity), fail(&r->f, "%s: the identity note is not JSON; " REBUILD_ELF, elf);
     int bad = identity_string(r, &identity, "target", r->record.target, sizeof r->record.target) ||
               identity_string(r, &identity, "plan_sha256", r->record.plan_sha256, sizeof r->record.plan_sha256) ||
-              identity_string(r, &identity, "card", card, sizeof card);
+              identity_string(r, &identity, "card", r->card, sizeof r->card) ||
+              identity_string(r, &identity, "arch", r->arch, sizeof r->arch);
+    int version = json_member(&identity, 0, "driver_version");
+    if (!bad && strcmp(r->record.target, "cpu") != 0) {  // the card check needs the least driver that loads the image
+        if (version < 0 || identity.nodes[version].type != JSON_NUMBER)
+            bad = fail(&r->f, "%s: the identity note has no driver_version; " REBUILD_ELF, elf);
+        else
+            r->driver_version = atoi(identity.nodes[version].text);
+    }
     json_free(&identity);
     if (bad) return -1;
-    if (strcmp(r->record.target, "cpu") != 0)  // the native cuda device is not part of this runtime yet
-        return fail(&r->f, "%s: target is '%s': this native host runtime drives only the cpu target's device; run "
-                    "the %s's host ELF with `coppelius run HOST_ELF --checkpoint CKPT --tokens BIN --out DIR` on a "
-                    "host with the %s", elf, r->record.target, card, card);
     if (check_checkpoint(r) != 0) return -1;
     if (r->generate) return generate_check_prompt(&r->g, r->run.vocab, (uint32_t)model_context(r), &r->f);
     if (check_tokens(r) != 0) return -1;

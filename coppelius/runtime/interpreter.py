@@ -49,34 +49,19 @@ class Program:
         self.sha256 = elf.sha256
 
 
-def open_device(program: Program):
-    """The device, opened (bench/train_gpu.py uses it; the run itself opens it after its checks)."""
-    return device_factory(program)()
-
-
 def device_factory(program: Program):
     """What makes the device the host ELF was built for (nothing is opened yet), or a one-line
-    refusal saying why it is not here."""
-    target, card, here = program.identity["target"], program.identity["card"], host_machine()
-    if target == "cpu":
-        if program.machine != here:
-            raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
-                                 f"rebuild the cpu target here with `snakemake`")
-        from .cpu import CpuDevice
-        return CpuDevice
-    from .probe import cuda_device_count
-    if program.machine != here or cuda_device_count() == 0:
-        raise CoppeliusError(
-            f"{program.path}: target is {target!r}: no {card} is present on this machine ({here}, "
-            f"{cuda_device_count()} CUDA devices); copy the host ELF, the checkpoint and the token file to an "
-            f"{program.machine} host with the {card} and run `coppelius run HOST_ELF --checkpoint CKPT --tokens BIN "
-            f"--out DIR` there")
-    def cuda():
-        from .cuda import CudaDevice, check_card
-        device = CudaDevice()
-        check_card(program.identity, device.describe())  # before anything is allocated
-        return device
-    return cuda
+    refusal saying why it is not here. The reference host runs the cpu target only: a GPU target's
+    host ELF runs natively (coppelius/host/device_cuda.c)."""
+    target, here = program.identity["target"], host_machine()
+    if target != "cpu":
+        raise CoppeliusError(f"{program.path}: target is {target!r}: the Python reference host runs the cpu target "
+                             f"only; run the host ELF itself (`coppelius run {program.path} ...` without --host)")
+    if program.machine != here:
+        raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
+                             f"rebuild the cpu target here with `snakemake`")
+    from .cpu import CpuDevice
+    return CpuDevice
 
 
 class Run:

@@ -1,4 +1,4 @@
-"""The Python interpreter's host (`coppelius run --host interpreter`, what GPU targets run on today;
+"""The Python reference host (`coppelius run --host interpreter`, the cpu target only;
 tests/cpu/test_native_bad_input.py holds the native host ELF to the same): bad input is refused
 before any work: one line naming the file, the field, the value and what to do, a non-zero exit,
 and nothing the user owns changed. Also a disk that fills while publishing, and a loss scale so

@@ -32,4 +32,4 @@ def test_gb10_builds_admits_and_stops_before_training(clone):
     lines = [l for l in run.stderr.splitlines() if l.startswith("coppelius run:")]
     print(lines)
     assert len(lines) == 1 and "no NVIDIA GB10 is present on this machine" in lines[0]
-    assert "aarch64 host with the NVIDIA GB10 and run `coppelius run" in lines[0]
+    assert "aarch64 host with the NVIDIA GB10 and run `host.elf --checkpoint" in lines[0]

@@ -13,7 +13,7 @@ from coppelius.errors import CoppeliusError
 from coppelius.formats import tables
 from coppelius.formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
 from coppelius.runtime.sections import RunTables
-from coppelius.runtime.cuda import CudaDevice, check_card
+from cuda_harness import CudaDevice, check_card
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

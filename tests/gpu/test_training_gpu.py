@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from coppelius.runtime.cpu import CpuDevice
-from coppelius.runtime.interpreter import Program, Run, device_factory
+from coppelius.runtime.interpreter import Program, Run
+from cuda_harness import CudaDevice, check_card
 from coppelius.stages import build_chain
 
 pytestmark = pytest.mark.gpu
@@ -24,7 +25,9 @@ def config(tmp_path, **overrides):
 
 def train(paths, checkpoint, out, device=None):
     program = Program(paths["elf"])
-    device = device or device_factory(program)()
+    if device is None:
+        device = CudaDevice()
+        check_card(program.identity, device.describe())
     try:
         return Run(program, device, checkpoint, paths["train"], out, "train").execute()
     finally:

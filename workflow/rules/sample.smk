@@ -1,6 +1,6 @@
-# A sample from the trained model, for the report: the host ELF's generate operation (`coppelius
-# sample`, which executes the native host ELF, or runs a GPU target's through the Python host) from
-# final.ckpt, prompted with the validation stream's first tokens (any vocabulary has them).
+# A sample from the trained model, for the report: the host ELF's generate operation from final.ckpt
+# (`coppelius sample` executes the native host ELF, or stops in one line where its machine is another),
+# prompted with the validation stream's first tokens (any vocabulary has them).
 SAMPLE_PROMPT_TOKENS = 32
 SAMPLE_NEW_TOKENS = 256
 SAMPLE_TEMPERATURE = "0.8"

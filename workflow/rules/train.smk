@@ -1,13 +1,15 @@
-# The cpu target's host ELF is a native program: the rules execute it directly. A GPU target's host
-# ELF runs through `coppelius run` (the Python host, until the native runtime has a cuda device),
-# which stops in one line saying where to run it on a machine without the card.
-RUN_HOST_ELF = "" if TARGET == "cpu" else f"{COPPELIUS} run"
+# The host ELF is a native program: the rules execute it directly where it can run (its host machine
+# is this one). A host ELF for another machine (gb10's AArch64 on an x86-64 laptop) runs through
+# `coppelius run`, which stops in one line saying where to copy it.
+RUN_HOST_ELF = (
+    "" if host_machine_of(CONFIG.target) == host_machine() else f"{COPPELIUS} run"
+)
 
 
 rule train:
     input:
         elf=out("host.elf"),
-        checkpoint=out("init.ckpt"),
+        checkpoint=START_CHECKPOINT,
         tokens=out("tokens/train.bin"),
     output:
         result=out("train/result.json"),

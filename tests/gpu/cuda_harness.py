@@ -1,4 +1,8 @@
-"""The CUDA device: the driver API through cuda-bindings, every submission replayed as a CUDA graph.
+"""The Python CUDA device, a test harness: the driver API through cuda-bindings, every submission
+replayed as a CUDA graph, the same way the native host's cuda device (coppelius/host/device_cuda.c)
+does. The product runs the native host ELF; this harness lets the single-kernel GPU tests launch the
+catalog's kernels from Python, the Python reference host walk a GPU target's host ELF (its run is
+compared with the native one bit for bit) and bench/profile_gpu.py time every command of a piece.
 
 Load, once:
 - the image (a cubin) with cuModuleLoadData, and cuModuleGetFunction for each kernel the launch
@@ -39,10 +43,10 @@ import struct
 
 import numpy as np
 
-from ..errors import CoppeliusError
-from ..formats import tables
-from ..formats.kernels import KERNEL_NAMES, PTR_KINDS, param_layout
-from .device import Device
+from coppelius.errors import CoppeliusError
+from coppelius.formats import tables
+from coppelius.formats.kernels import KERNEL_NAMES, PTR_KINDS, param_layout
+from coppelius.runtime.device import Device
 
 try:
     from cuda.bindings import driver

@@ -1,0 +1,296 @@
+// device_cuda.c: the cuda device (device_cuda.h).
+#include "device_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATIC_SHARED_LIMIT (48 * 1024)  // dynamic shared memory above this needs the function's opt-in
+#define SPAN ((uint64_t)1 << 30)         // memset and memcpy nodes move at most this many bytes each
+#define REBUILD "rebuild it with `snakemake`"
+#define CHECK(call, what) cuda_check(&d->driver, (call), (what), f)
+
+// The card is the one the host ELF was built and admitted for; nothing is allocated before this holds.
+static int check_card(cuda_device* d, const cuda_card* wanted, uint64_t arena_bytes, const char* where, failure* f) {
+    int version = 0, count = 0, major = 0, minor = 0, unified = 0;
+    char name[256] = {0}, arch[32];
+    size_t total = 0;
+    if (CHECK(d->driver.cuDriverGetVersion(&version), "cuDriverGetVersion") != 0) return -1;
+    CUresult init = d->driver.cuInit(0);
+    if (init == 100 /* CUDA_ERROR_NO_DEVICE */ || (init == 0 && d->driver.cuDeviceGetCount(&count) == 0 && !count))
+        return fail(f, "%s: target is '%s': no %s is present on this machine (the NVIDIA driver sees no CUDA device); "
+                    "run the host ELF on a machine with the %s", where, wanted->target, wanted->card, wanted->card);
+    if (CHECK(init, "cuInit") != 0 || CHECK(d->driver.cuDeviceGet(&d->card, 0), "cuDeviceGet(0)") != 0 ||
+        CHECK(d->driver.cuDeviceGetName(name, sizeof name - 1, d->card), "cuDeviceGetName") != 0 ||
+        CHECK(d->driver.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->card),
+              "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)") != 0 ||
+        CHECK(d->driver.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->card),
+              "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)") != 0 ||
+        CHECK(d->driver.cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, d->card),
+              "cuDeviceGetAttribute(UNIFIED_ADDRESSING)") != 0 ||
+        CHECK(d->driver.cuDeviceTotalMem(&total, d->card), "cuDeviceTotalMem") != 0)
+        return -1;
+    snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+    if (strcmp(name, wanted->card) != 0 || strcmp(arch, wanted->arch) != 0 || total < arena_bytes)
+        return fail(f, "card check: this card is %s (%s, %llu bytes), the host ELF was built and admitted for %s (%s, "
+                    "%llu bytes) (target '%s'); run it on that card, or build the target for this one", name, arch,
+                    (unsigned long long)total, wanted->card, wanted->arch, (unsigned long long)arena_bytes,
+                    wanted->target);
+    if (version < wanted->driver_version)
+        return fail(f, "card check: the NVIDIA driver supports CUDA %d.%d (cuDriverGetVersion %d); the host ELF's image "
+                    "needs CUDA %d.%d or later; install a newer NVIDIA driver", version / 1000, version % 1000 / 10,
+                    version, wanted->driver_version / 1000, wanted->driver_version % 1000 / 10);
+    if (!unified)
+        return fail(f, "card check: the %s reports no unified addressing, which the host ELF needs; run it on a 64-bit "
+                    "host with the %s's driver", name, wanted->card);
+    return 0;
+}
+
+// The context, the stream, the arena (after a check of free memory) and the pinned host block.
+static int allocate(cuda_device* d, uint64_t arena_bytes, uint64_t host_bytes, failure* f) {
+    size_t free_bytes = 0, total = 0;
+    char what[96];
+    if (CHECK(d->driver.cuDevicePrimaryCtxRetain(&d->context, d->card), "cuDevicePrimaryCtxRetain") != 0) return -1;
+    d->context_retained = 1;
+    if (CHECK(d->driver.cuCtxSetCurrent(d->context), "cuCtxSetCurrent") != 0 ||
+        CHECK(d->driver.cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo") != 0)
+        return -1;
+    if (free_bytes < arena_bytes)
+        return fail(f, "card check: the card has %llu bytes free of %llu, the arena needs %llu; free the card's memory "
+                    "(nvidia-smi lists its users) or plan a smaller run", (unsigned long long)free_bytes,
+                    (unsigned long long)total, (unsigned long long)arena_bytes);
+    if (CHECK(d->driver.cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") != 0) return -1;
+    snprintf(what, sizeof what, "cuMemAlloc(%llu bytes)", (unsigned long long)arena_bytes);
+    if (CHECK(d->driver.cuMemAlloc(&d->arena, arena_bytes ? arena_bytes : 1), what) != 0) return -1;
+    void* host = NULL;
+    snprintf(what, sizeof what, "cuMemHostAlloc(%llu bytes)", (unsigned long long)host_bytes);
+    if (CHECK(d->driver.cuMemHostAlloc(&host, host_bytes ? host_bytes : 1, 0), what) != 0) return -1;
+    d->host = host;
+    memset(d->host, 0, host_bytes);
+    d->arena_bytes = arena_bytes, d->host_bytes = host_bytes;
+    return 0;
+}
+
+// The kernel's function, its parameters held to the catalog's ABI as the cubin lays them out.
+static int load_function(cuda_device* d, int kernel, uint32_t launch, failure* f) {
+    const kernel_abi* abi = &CATALOG[kernel];
+    char what[128];
+    snprintf(what, sizeof what, "cuModuleGetFunction(%s) for launch %u", abi->name, launch);
+    if (CHECK(d->driver.cuModuleGetFunction(&d->functions[kernel], d->module, abi->name), what) != 0) return -1;
+    for (int i = 0;; i++) {
+        size_t offset = 0, size = 0;
+        int found = d->driver.cuFuncGetParamInfo(d->functions[kernel], (size_t)i, &offset, &size) == 0;
+        if (!found && i == abi->count) return 0;
+        size_t want_size = i < abi->count && param_is_pointer(abi->params[i].kind) ? 8 : 4;
+        if (!found || i >= abi->count || offset != param_offset(kernel, i) || size != want_size)
+            return fail(f, "image: kernel %s parameter %d is %s; the ABI (coppelius/formats/kernels.py) has %d "
+                        "parameters%s; rebuild the image from the catalog", abi->name, i,
+                        found ? "not laid out as the catalog says" : "missing", abi->count,
+                        i < abi->count ? "" : ", no more");
+    }
+}
+
+static int load_image(cuda_device* d, const uint8_t* image, uint64_t image_bytes, failure* f) {
+    char what[96];
+    snprintf(what, sizeof what, "cuModuleLoadData (%llu-byte image)", (unsigned long long)image_bytes);
+    if (CHECK(d->driver.cuModuleLoadData(&d->module, image), what) != 0) return -1;
+    if (!(d->arguments = calloc((size_t)d->l.t.launches.count * MAX_PARAMS + 1, sizeof(void*))))
+        return fail(f, "cuda device: cannot allocate the launch arguments; free memory");
+    for (uint32_t i = 0; i < d->l.t.launches.count; i++) {
+        launch_record* l = table_record(&d->l.t.launches, i);
+        int kernel = (int)l->kernel;  // checked at load (tables_load decodes every launch)
+        if (!d->functions[kernel] && load_function(d, kernel, i, f) != 0) return -1;
+        if (l->shared > STATIC_SHARED_LIMIT) {
+            snprintf(what, sizeof what, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u) for launch %u",
+                     l->shared, i);
+            if (CHECK(d->driver.cuFuncSetAttribute(d->functions[kernel], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                   (int)l->shared), what) != 0)
+                return -1;
+        }
+        for (int p = 0; p < CATALOG[kernel].count; p++)
+            d->arguments[(size_t)i * MAX_PARAMS + p] = d->l.parameters + l->param_offset + param_offset(kernel, p);
+    }
+    return 0;
+}
+
+static CUDA_KERNEL_NODE_PARAMS kernel_params(cuda_device* d, uint32_t launch) {
+    launch_record* l = table_record(&d->l.t.launches, launch);
+    CUDA_KERNEL_NODE_PARAMS p = {d->functions[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                 l->block[1], l->block[2], l->shared, &d->arguments[(size_t)launch * MAX_PARAMS], NULL};
+    return p;
+}
+
+// The nodes of one command, chained after *previous (which becomes the last of them).
+static int add_command(cuda_device* d, CUgraph graph, CUgraphNode* previous, const command_record* c,
+                       uint8_t* step_launches, failure* f) {
+    char what[96];
+    if (c->op == OP_LAUNCH) {
+        CUDA_KERNEL_NODE_PARAMS p = kernel_params(d, c->a);
+        snprintf(what, sizeof what, "cuGraphAddKernelNode for launch %u (%s)", c->a,
+                 CATALOG[((launch_record*)table_record(&d->l.t.launches, c->a))->kernel].name);
+        CUgraphNode node;
+        if (CHECK(d->driver.cuGraphAddKernelNode(&node, graph, *previous ? previous : NULL, *previous ? 1 : 0, &p),
+                  what) != 0)
+            return -1;
+        *previous = node;
+        if (step_launches[c->a]) {
+            cuda_step_node s = {NULL, node, p};
+            d->step_nodes[d->step_node_count++] = s;
+        }
+        return 0;
+    }
+    const table *planes = &d->l.t.planes, *buffers = &d->l.t.buffers;
+    for (uint64_t at = 0; at < c->bytes; at += SPAN) {
+        uint64_t span = c->bytes - at < SPAN ? c->bytes - at : SPAN;
+        CUgraphNode node;
+        CUresult result;
+        if (c->op == OP_MEMSET) {
+            CUDA_MEMSET_NODE_PARAMS p = {d->arena + ((plane_record*)table_record(planes, c->dst))->offset +
+                                         c->dst_offset + at, 0, c->value & 0xFF, 1, span, 1};
+            result = d->driver.cuGraphAddMemsetNode(&node, graph, *previous ? previous : NULL, *previous ? 1 : 0, &p,
+                                                    d->context);
+            snprintf(what, sizeof what, "cuGraphAddMemsetNode (%llu bytes)", (unsigned long long)span);
+        } else {
+            CUDA_MEMCPY3D p;
+            memset(&p, 0, sizeof p);
+            uint64_t src = c->src_offset + at, dst = c->dst_offset + at;
+            if (c->op == OP_H2D)
+                p.srcMemoryType = CU_MEMORYTYPE_HOST,
+                p.srcHost = d->host + ((buffer_record*)table_record(buffers, c->src))->offset + src;
+            else
+                p.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                p.srcDevice = d->arena + ((plane_record*)table_record(planes, c->src))->offset + src;
+            if (c->op == OP_D2H)
+                p.dstMemoryType = CU_MEMORYTYPE_HOST,
+                p.dstHost = d->host + ((buffer_record*)table_record(buffers, c->dst))->offset + dst;
+            else
+                p.dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                p.dstDevice = d->arena + ((plane_record*)table_record(planes, c->dst))->offset + dst;
+            p.WidthInBytes = span, p.Height = 1, p.Depth = 1;
+            result = d->driver.cuGraphAddMemcpyNode(&node, graph, *previous ? previous : NULL, *previous ? 1 : 0, &p,
+                                                    d->context);
+            snprintf(what, sizeof what, "cuGraphAddMemcpyNode (op %u, %llu bytes)", c->op, (unsigned long long)span);
+        }
+        if (CHECK(result, what) != 0) return -1;
+        *previous = node;
+    }
+    return 0;
+}
+
+// One graph per ring entry, instantiated once; the AdamW nodes remembered for the step-size patch.
+static int build_graphs(cuda_device* d, failure* f) {
+    const device_tables* t = &d->l.t;
+    uint8_t* step_launches = calloc(t->launches.count + 1, 1);
+    uint64_t nodes = 0;
+    d->graphs = calloc(t->ring.count + 1, sizeof(CUgraph));
+    d->execs = calloc(t->ring.count + 1, sizeof(CUgraphExec));
+    if (step_launches)
+        for (uint32_t i = 0; i < t->step_words.count; i++) {
+            step_word_record* w = table_record(&t->step_words, i);
+            if (w->launch >= t->launches.count) {
+                free(step_launches);
+                return fail(f, "step_words: launch %u is not in the launch table; " REBUILD, w->launch);
+            }
+            step_launches[w->launch] = 1;
+        }
+    for (uint32_t i = 0; i < t->ring.count; i++) nodes += ((ring_record*)table_record(&t->ring, i))->length;
+    d->step_nodes = calloc(nodes + 1, sizeof(cuda_step_node));
+    if (!step_launches || !d->graphs || !d->execs || !d->step_nodes) {
+        free(step_launches);
+        return fail(f, "cuda device: cannot allocate the graphs' bookkeeping; free memory");
+    }
+    int status = 0;
+    for (uint32_t i = 0; i < t->ring.count && status == 0; i++) {
+        ring_record* r = table_record(&t->ring, i);
+        uint32_t first_step_node = d->step_node_count;
+        CUgraphNode previous = NULL;
+        char what[96];
+        snprintf(what, sizeof what, "cuGraphCreate (ring entry %u)", i);
+        if ((status = CHECK(d->driver.cuGraphCreate(&d->graphs[i], 0), what)) != 0) break;
+        for (uint32_t c = r->offset; c < r->offset + r->length && status == 0; c++)
+            status = add_command(d, d->graphs[i], &previous, table_record(&t->commands, c), step_launches, f);
+        if (status != 0 || !previous) continue;  // an empty submission: issuing it does nothing
+        snprintf(what, sizeof what, "cuGraphInstantiate (ring entry %u)", i);
+        status = CHECK(d->driver.cuGraphInstantiate(&d->execs[i], d->graphs[i], 0), what);
+        for (uint32_t s = first_step_node; s < d->step_node_count; s++) d->step_nodes[s].exec = d->execs[i];
+    }
+    for (uint32_t i = 0; i < t->step_words.count && status == 0; i++) {
+        uint32_t launch = ((step_word_record*)table_record(&t->step_words, i))->launch, found = 0;
+        for (uint32_t s = 0; s < d->step_node_count; s++)
+            found += d->step_nodes[s].params.kernelParams == &d->arguments[(size_t)launch * MAX_PARAMS];
+        if (!found) status = fail(f, "step_words: launch %u is in no ring entry; " REBUILD, launch);
+    }
+    free(step_launches);
+    return status;
+}
+
+int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena_bytes, uint64_t host_bytes,
+                     const uint8_t* image, uint64_t image_bytes, const cuda_card* wanted, const char* where,
+                     failure* f) {
+    memset(d, 0, sizeof *d);
+    d->last = -1;
+    if (cuda_driver_load(&d->driver, where, wanted->card, f) != 0) return -1;
+    d->driver_loaded = 1;
+    if (check_card(d, wanted, arena_bytes, where, f) != 0 || allocate(d, arena_bytes, host_bytes, f) != 0 ||
+        tables_load(&d->l, tables, d->arena, arena_bytes, host_bytes, where, f) != 0 ||
+        load_image(d, image, image_bytes, f) != 0 || build_graphs(d, f) != 0) {
+        cuda_device_close(d);
+        return -1;
+    }
+    return 0;
+}
+
+int cuda_device_patch_step_size(cuda_device* d, float word, failure* f) {
+    if (d->has_patched && memcmp(&word, &d->patched, 4) == 0) return 0;  // converged: the graphs hold it
+    d->patched = word, d->has_patched = 1;
+    for (uint32_t i = 0; i < d->l.t.step_words.count; i++)
+        memcpy(d->l.parameters + ((step_word_record*)table_record(&d->l.t.step_words, i))->step_size_offset, &word, 4);
+    for (uint32_t s = 0; s < d->step_node_count; s++) {
+        cuda_step_node* n = &d->step_nodes[s];
+        if (CHECK(d->driver.cuGraphExecKernelNodeSetParams(n->exec, n->node, &n->params),
+                  "cuGraphExecKernelNodeSetParams (an AdamW step size)") != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cuda_device_issue(cuda_device* d, uint32_t ring, failure* f) {
+    d->last = ring;
+    if (!d->execs[ring]) return 0;
+    char what[64];
+    snprintf(what, sizeof what, "cuGraphLaunch (ring entry %u)", ring);
+    return CHECK(d->driver.cuGraphLaunch(d->execs[ring], d->stream), what);
+}
+
+int cuda_device_synchronize(cuda_device* d, failure* f) {
+    char what[96] = "cuStreamSynchronize";
+    if (d->last >= 0)
+        snprintf(what, sizeof what, "cuStreamSynchronize (after ring entry %lld, piece %u)", (long long)d->last,
+                 ((ring_record*)table_record(&d->l.t.ring, (uint32_t)d->last))->piece);
+    return CHECK(d->driver.cuStreamSynchronize(d->stream), what);
+}
+
+uint8_t* cuda_device_buffer(cuda_device* d, uint32_t index, uint64_t* bytes) {
+    buffer_record* b = table_record(&d->l.t.buffers, index);
+    *bytes = b->bytes;
+    return d->host + b->offset;
+}
+
+void cuda_device_close(cuda_device* d) {
+    if (!d->driver_loaded) return;
+    cuda_driver* api = &d->driver;
+    if (d->stream) api->cuStreamSynchronize(d->stream);
+    for (uint32_t i = 0; d->execs && i < d->l.t.ring.count; i++)
+        if (d->execs[i]) api->cuGraphExecDestroy(d->execs[i]);
+    for (uint32_t i = 0; d->graphs && i < d->l.t.ring.count; i++)
+        if (d->graphs[i]) api->cuGraphDestroy(d->graphs[i]);
+    if (d->module) api->cuModuleUnload(d->module);
+    if (d->stream) api->cuStreamDestroy(d->stream);
+    if (d->arena) api->cuMemFree(d->arena);
+    if (d->host) api->cuMemFreeHost(d->host);
+    if (d->context_retained) api->cuDevicePrimaryCtxRelease(d->card);
+    free(d->graphs), free(d->execs), free(d->step_nodes), free(d->arguments);
+    tables_unload(&d->l);
+    cuda_driver_unload(api);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,97 @@
+"""The native host ELF on the card (target h200): it trains from a clean environment (nothing but
+the driver), repeats the Python reference host's run bit for bit (same graphs, same kernels, same
+step words), resumes bit-exactly, predicts, and refuses another target's card in one line."""
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coppelius.formats import result
+from coppelius.runtime.interpreter import Program, Run
+from cuda_harness import CudaDevice, check_card
+from coppelius.stages import build_chain
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("ziglang", reason="the elf stage needs the pinned ziglang wheel (pip install -e .)")
+
+
+def config(tmp_path, **overrides):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))
+    from test_train_cpu import config as cpu_config
+    return cpu_config(tmp_path, **overrides)
+
+
+def native(elf, checkpoint, tokens, out, operation="train"):
+    """The host ELF itself, in an empty environment: no PATH, no Python, no CUDA variables."""
+    return subprocess.run([str(Path(elf).resolve()), "--checkpoint", str(checkpoint), "--tokens", str(tokens),
+                           "--out", str(out), "--operation", operation], env={}, capture_output=True, text=True,
+                          timeout=600)
+
+
+def trained(elf, checkpoint, tokens, out, operation="train") -> dict:
+    proc = native(elf, checkpoint, tokens, out, operation)
+    assert proc.returncode == 0, proc.stderr
+    return result.read(Path(out) / "result.json")
+
+
+def python_host(paths, checkpoint, out) -> dict:
+    program = Program(paths["elf"])
+    device = CudaDevice()
+    check_card(program.identity, device.describe())
+    try:
+        return Run(program, device, checkpoint, paths["train"], out, "train").execute()
+    finally:
+        device.close()
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_native_gpu_run_repeats_the_python_host_bit_for_bit(in_tmp):
+    paths = build_chain(config(in_tmp, target="h200", steps=20, interval=10, batch=8, lr="1e-3"), in_tmp / "h200")
+    ours = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "native")
+    theirs = python_host(paths, paths["checkpoint"], in_tmp / "python")
+    a, b = (np.array([s["loss"] for s in r["steps"]]) for r in (ours, theirs))
+    print(f"native vs python host: max |dloss| {np.abs(a - b).max():.3e}; loss {a[0]:.4f} -> {a[-1]:.4f}; "
+          f"tokens/s native {ours['tokens_per_second']:.0f}, python {theirs['tokens_per_second']:.0f}")
+    assert list(a) == list(b) and ours["final_loss"] == theirs["final_loss"] and a[-1] < a[0]
+    for mine, other in zip(ours["published"], theirs["published"]):
+        assert Path(mine).read_bytes() == Path(other).read_bytes(), Path(mine).name
+
+
+def test_native_gpu_resume_is_bit_identical_and_predicts(in_tmp):
+    whole = build_chain(config(in_tmp, target="h200", steps=8, interval=4, batch=4), in_tmp / "whole")
+    half = build_chain(config(in_tmp, target="h200", steps=4, interval=2, batch=4), in_tmp / "half")
+    one = trained(whole["elf"], whole["checkpoint"], whole["train"], in_tmp / "one")
+    first = trained(half["elf"], half["checkpoint"], half["train"], in_tmp / "a")
+    second = trained(half["elf"], first["published"][-1], half["train"], in_tmp / "b")
+    assert [s["loss"] for s in one["steps"]] == [s["loss"] for s in first["steps"] + second["steps"]]
+    assert Path(one["published"][-1]).read_bytes() == Path(second["published"][-1]).read_bytes()
+    predicted = trained(whole["elf"], one["published"][-1], whole["val"], in_tmp / "predict", "predict")
+    assert len(predicted["predict"]) == 2 and (in_tmp / "predict/predictions.bin").stat().st_size > 0
+
+
+def test_small_model_learns_with_the_native_host(in_tmp):
+    paths = build_chain(config(in_tmp, target="h200", model="small", steps=40, interval=20, batch=16, lr="1e-3"),
+                        in_tmp / "small")
+    record = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "run")
+    losses = [s["loss"] for s in record["steps"]]
+    print(f"small (native): loss {losses[0]:.3f} -> {losses[-1]:.3f}, {record['tokens_per_second']:.0f} tokens/s")
+    assert np.mean(losses[-5:]) < 0.8 * losses[0] and record["skipped"] == 0
+
+
+def test_another_targets_card_is_refused_in_one_line(in_tmp):
+    """The rtx3090's host ELF is an x86-64 program too: on the H200 its card check stops it before any allocation."""
+    paths = build_chain(config(in_tmp, target="rtx3090", steps=2, interval=1, batch=2), in_tmp / "rtx3090")
+    proc = native(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "out")
+    lines = proc.stderr.strip().splitlines()
+    print(lines)
+    assert proc.returncode == 1 and len(lines) == 1
+    assert lines[0].startswith("card check: this card is NVIDIA H200 (sm_90, ")
+    assert "the host ELF was built and admitted for NVIDIA GeForce RTX 3090 (sm_86, " in lines[0]
+    assert not (in_tmp / "out/checkpoints").exists()

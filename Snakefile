@@ -19,6 +19,7 @@ include: "workflow/rules/realize.smk"
 include: "workflow/rules/admit.smk"
 include: "workflow/rules/elf.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/sample.smk"
 include: "workflow/rules/report.smk"
 
 

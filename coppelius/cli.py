@@ -2,6 +2,8 @@
 import argparse
 import logging
 import sys
+import tempfile
+from pathlib import Path
 
 from .errors import CoppeliusError
 
@@ -79,9 +81,32 @@ def _run(a):
         log.info("run: predicted %d contexts, mean loss %.4f", len(record["predict"]), record["mean_loss"])
 
 
+def _sample(a):
+    from .host.launch import sample
+    options = {"prompt": a.prompt, "prompt_tokens": a.prompt_tokens, "new_tokens": a.tokens,
+               "temperature": a.temperature, "top_k": a.top_k, "seed": a.seed}
+    with tempfile.TemporaryDirectory(prefix="coppelius-prompt-") as work:
+        if a.prompt_first is not None:
+            options["prompt_tokens"] = _first_tokens(a.prompt_tokens, a.prompt_first, Path(work) / "prompt.bin")
+        text = sample(a.host_elf, a.checkpoint, a.out, options, a.host)
+    if not text.endswith(b"\n"):
+        sys.stdout.write("\n")  # the sample printed above ends its line
+    log.info("sample: %s tokens after the prompt, written to %s", a.tokens, a.out)
+
+
+def _first_tokens(path: str | None, count: str, out: Path) -> str:
+    """A token file of the first `count` ids of `path` (--prompt-first), for the host's --prompt-tokens."""
+    from .formats import tokens
+    if path is None or not count.isdecimal() or int(count) < 1:
+        raise CoppeliusError(f"command line: --prompt-first is {count!r}; give a whole number >= 1 with "
+                             f"--prompt-tokens FILE")
+    tokens.write(out, tokens.read(path)[:int(count)])
+    return str(out)
+
+
 def _report(a):
     from .report import report
-    report(a.train, a.evaluate, a.plan, a.out)
+    report(a.train, a.evaluate, a.plan, a.out, a.sample)
 
 
 def _inspect(a):
@@ -120,7 +145,21 @@ COMMANDS = [
       ("--operation", {"default": "train", "choices": ["train", "predict"]}),
       ("--host", {"default": "native", "choices": ["native", "interpreter"],
                   "help": "interpreter: the Python reference host (numpy or cuda-bindings) instead of the native run"})]),
-    ("report", "result records -> loss plot, summary, arena map", _report, ["--train", "--evaluate", "--plan", "--out"]),
+    ("sample", "generate text from a checkpoint: the host ELF's generate operation", _sample,
+     [("host_elf", {}), "--checkpoint",
+      ("--prompt", {"help": "the prompt's text (byte-level models: its bytes are the ids)"}),
+      ("--prompt-tokens", {"metavar": "FILE", "help": "the prompt's ids, a token file (llm.c's layout)"}),
+      ("--prompt-first", {"metavar": "K", "help": "only the first K ids of --prompt-tokens"}),
+      ("--tokens", {"default": "64", "metavar": "N", "help": "new tokens to generate (default 64)"}),
+      ("--temperature", {"help": "a number >= 0; 0 is greedy (default 1)"}),
+      ("--top-k", {"help": "sample among the k likeliest ids, 1..vocab (default: all)"}),
+      ("--seed", {"help": "the sampler's seed, 0..2^64-1 (default 1337)"}),
+      ("--out", {"required": True, "help": "the file the sample is written to (and printed on stdout)"}),
+      ("--host", {"default": "native", "choices": ["native", "interpreter"],
+                  "help": "interpreter: the Python reference host instead of the native run"})]),
+    ("report", "result records -> loss plot, summary, arena map", _report,
+     ["--train", "--evaluate", "--plan", ("--sample", {"help": "a sample of the trained model (coppelius sample)"}),
+      "--out"]),
     ("inspect", "describe a host ELF, checkpoint, token stream or result record", _inspect, [("file", {})]),
 ]
 

@@ -1,7 +1,9 @@
-"""Stage 9, report: result records -> loss curve (PNG), summary (Markdown), arena map (text)."""
+"""Stage 9, report: result records -> loss curve (PNG), summary (Markdown, with a sample of the trained
+model), arena map (text)."""
 import math
 from pathlib import Path
 
+from .errors import CoppeliusError
 from .formats import result
 from .formats.publish import Publication, publish_bytes
 from .plan.arena import show
@@ -27,7 +29,18 @@ def loss_plot(train: dict, path: str) -> None:
     plt.close(fig)
 
 
-def summary(train: dict, evaluation: dict, plan: dict) -> str:
+def sample_section(sample: bytes, plan: dict) -> list[str]:
+    """The sample as the summary shows it: text for a byte-level model (vocab 256), else the ids."""
+    text = sample.decode("utf-8", errors="replace") if plan["model"]["vocab"] == 256 else sample.decode()
+    fence = "~~~~"
+    while fence in text:
+        fence += "~"
+    return ["", "## A sample from the trained model", "",
+            "The validation stream's first tokens as the prompt, then new tokens drawn from `train/final.ckpt` "
+            "(`coppelius sample`):", "", fence, text.rstrip("\n"), fence]
+
+
+def summary(train: dict, evaluation: dict, plan: dict, sample: bytes | None = None) -> str:
     first = train["steps"][0]["loss"] if train["steps"] else math.nan
     last = train["steps"][-1]["loss"] if train["steps"] else math.nan
     model = plan["model"]
@@ -47,13 +60,20 @@ def summary(train: dict, evaluation: dict, plan: dict) -> str:
         ("checkpoints published", f"{len(train['published'])}"),
     ]
     lines = ["# Coppelius run summary", "", "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    if sample is not None:
+        lines += sample_section(sample, plan)
     return "\n".join(lines) + "\n"
 
 
-def report(train_path: str, evaluate_path: str, plan_path: str, out_dir: str) -> None:
+def report(train_path: str, evaluate_path: str, plan_path: str, out_dir: str, sample_path: str | None = None) -> None:
     train, evaluation = result.read(train_path), result.read(evaluate_path)
+    try:
+        sample = Path(sample_path).read_bytes() if sample_path else None
+    except OSError as e:
+        raise CoppeliusError(f"{sample_path}: cannot read the sample ({e.strerror}); make it with `coppelius sample` "
+                             f"or `snakemake`")
     plan = load_plan(plan_path)
     out = Path(out_dir)
     loss_plot(train, str(out / "loss.png"))
-    publish_bytes(out / "summary.md", summary(train, evaluation, plan).encode())
+    publish_bytes(out / "summary.md", summary(train, evaluation, plan, sample).encode())
     publish_bytes(out / "arena.txt", (show(plan["arena"]["planes"], plan["arena"]["bytes"]) + "\n").encode())

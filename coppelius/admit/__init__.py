@@ -16,6 +16,7 @@ says what each guarantees.
   schedule-reissues       reissues follow their submission; the ring, program, planes, buffers and run
                           tables decode to the plan (realized.py)
   schedule-request        host buffers disjoint; host accesses inside them, reads after writes
+  schedule-generate       generate samples each new token from its own forward's logits (generate.py)
   device-written          no launch or copy reads device bytes unwritten in their lifetime
   learner-step-words      AdamW launches carry the planned words (step_size.py)
   learner-coverage        the update's AdamW launches update params, m, v, weights exactly once (coverage.py)
@@ -29,6 +30,7 @@ from ..errors import CoppeliusError
 from .common import Refusal
 from .compatibility import check_arch, check_driver, check_kernels, check_memory
 from .coverage import check_extents, check_geometry, check_learner_coverage
+from .generate import check_generate
 from .hazard import check_lifetimes, check_relocations, check_written
 from .provenance import check_moves_checkpoint
 from .realized import check_reissues
@@ -46,6 +48,7 @@ CHECKS = [
     ("schedule-moves-checkpoint", check_moves_checkpoint),
     ("schedule-reissues", check_reissues),
     ("schedule-request", check_request),
+    ("schedule-generate", check_generate),
     ("device-written", check_written),
     ("learner-step-words", check_step_words),
     ("learner-coverage", check_learner_coverage),

@@ -7,11 +7,13 @@ import numpy as np
 from ..errors import CoppeliusError
 from ..formats import tables
 from ..formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, access, extents, param_layout
-from ..formats.program import check_program, walk
+from ..formats.program import OPERATIONS, check_program, walk
 from ..model import Model
 
 OP_NAMES = tables.OP_NAMES
-OPERATIONS = ("train", "predict")
+# generate repeats its body once per new token, a number the run is given: admission traces two,
+# the least that shows one token's steps following another's (every later one repeats the second)
+TRACED_NEW_TOKENS = 2
 
 
 class Refusal(Exception):
@@ -121,7 +123,7 @@ def piece_class(name: str) -> str | None:
         return "transfer"
     if name in ("forward", "update"):
         return "step"
-    if name == "restore":
+    if name in ("restore", "sample"):
         return "restore"
     return None
 
@@ -329,10 +331,11 @@ def trace_limit(plan: dict) -> int:
 
 
 def trace(plan: dict, operation: str) -> list[tuple[int, str, dict]]:
-    """[(pc, op, args)] of every step the runtime executes for `operation` (train or predict), by the
-    one walker (formats/program.py: walk); refuses a program that runs away."""
+    """[(pc, op, args)] of every step the runtime executes for `operation` (train, predict, or generate
+    with TRACED_NEW_TOKENS new tokens), by the one walker (formats/program.py: walk); refuses a program
+    that runs away."""
     limit, out = trace_limit(plan), []
-    for pc, op, args in walk(plan["program"], operation):
+    for pc, op, args in walk(plan["program"], operation, TRACED_NEW_TOKENS):
         out.append((pc, op, args))
         if len(out) > limit:
             raise Refusal(f"the {operation} program runs more than {limit} host steps (at step {pc}, {op}); "

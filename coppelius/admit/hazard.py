@@ -4,8 +4,8 @@ never share a byte, and nothing reads device bytes that nothing wrote within the
 import numpy as np
 
 from ..formats.tables import DTYPE_BYTES as DTYPES, LIFETIMES, lifetimes_meet
-from .common import (Realized, Refusal, command_accesses, describe, iv_add, iv_gap, iv_remove, launch_accesses,
-                     launch_numbers, piece_class, plane_range, planes_by_name, trace)
+from .common import (OPERATIONS, Realized, Refusal, command_accesses, describe, iv_add, iv_gap, iv_remove,
+                     launch_accesses, launch_numbers, piece_class, plane_range, planes_by_name, trace)
 
 
 # ---------------------------------------------------------------------------- device-relocations
@@ -133,7 +133,7 @@ class _Arena:
 
 
 def check_written(plan, realization, realized, profile):
-    """Simulate every submission of train and predict, in host-program order: a launch or copy may
+    """Simulate every submission of train, predict and generate, in host-program order: a launch or copy may
     read only plane bytes written since the arena was initialised or loaded and, for step and
     transfer planes, within their lifetime: a transfer piece clobbers the overlay (step planes die);
     a forward or update starts with no step or transfer plane live; a restore sees the step planes of
@@ -141,7 +141,7 @@ def check_written(plan, realization, realized, profile):
     arena, names = _Arena(plan), plan["ring"]
     numbers = launch_numbers(plan)
     memo, reads = {}, 0
-    for operation in ("train", "predict"):
+    for operation in OPERATIONS:
         state = {name: () for name in arena.names}
         previous = None
         for pc, op, args in trace(plan, operation):
@@ -155,7 +155,8 @@ def check_written(plan, realization, realized, profile):
             reads += n
             state = dict(zip(arena.names, after))
             previous = piece_class(names[ring])
-    return f"{reads} device reads in train and predict each read bytes written within their plane's lifetime"
+    return (f"{reads} device reads in train, predict and generate each read bytes written within their plane's "
+            f"lifetime")
 
 
 def _piece(plan, arena: _Arena, ring: int, previous, state: dict, numbers, where: str):

@@ -5,8 +5,8 @@ provenance.py; reissues and the realized tables, realized.py.
 Each check reads the plan's host program expanded as the runtime runs it (common.trace: the one
 walker of formats/program.py), once for `train` and once for `predict`, and the plan's pieces.
 """
-from .common import (OPERATIONS, Refusal, describe, iv_add, iv_gap, names_of as _names, parameter_count, trace,
-                     well_formed)
+from .common import (OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, iv_add, iv_gap, names_of as _names,
+                     parameter_count, trace, well_formed)
 
 def chunk_count(plan: dict) -> tuple[int, int, int]:
     """(payload bytes, part bytes, chunks), from the model's dimensions and the staging size."""
@@ -17,7 +17,8 @@ def chunk_count(plan: dict) -> tuple[int, int, int]:
 
 # ---------------------------------------------------------------------------- issues-run
 def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
-    """How often each piece is issued, per operation, from run.steps/interval/eval_contexts alone."""
+    """How often each piece is issued, per operation, from run.steps/interval/eval_contexts alone (and for
+    generate, the new tokens admission traces)."""
     run = plan["run"]
     _, _, chunks = chunk_count(plan)
     publications = run["steps"] // run["interval"]
@@ -30,6 +31,8 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
         | {f"gather_{k}": (publications, f"{publications} publications (steps / interval)") for k in range(chunks)},
         "predict": first | {"forward": (run["eval_contexts"], "eval_contexts"),
                             "restore": (run["eval_contexts"], "eval_contexts")},
+        "generate": first | {name: (TRACED_NEW_TOKENS, f"once per new token, {TRACED_NEW_TOKENS} traced")
+                             for name in ("forward", "sample")},
     }
 
 
@@ -50,7 +53,8 @@ def check_issues_run(plan, realization, realized, profile):
                     f"piece {name} (not in the ring)"
                 raise Refusal(f"{operation} issues {entry} {have} times; the run needs {want} ({why})")
         totals[operation] = sum(counts.values())
-    return f"train issues {totals['train']} submissions, predict {totals['predict']}, as the run needs"
+    return (f"train issues {totals['train']} submissions, predict {totals['predict']}, generate "
+            f"{totals['generate']} for {TRACED_NEW_TOKENS} new tokens, as the run needs")
 
 
 # ---------------------------------------------------------------------------- steps-fresh
@@ -90,7 +94,7 @@ def check_steps_fresh(plan, realization, realized, profile):
     clobbers = {i: {c["dst"]["buffer"] for c in p["commands"] if c["op"] == "d2h"}
                 for i, p in enumerate(plan["pieces"])}
 
-    for operation in OPERATIONS:
+    for operation in ("train", "predict"):  # generate reads no token stream (schedule-generate)
         known, d, t, moves, scalars, done, furthest = operation == "predict", 0, 0, [], 0, 0, 0
         held: dict[str, tuple[int, int] | None] = {}  # buffer -> (cursor offset, tokens) read there
         what = "update" if operation == "train" else "forward"
@@ -214,8 +218,10 @@ def check_request(plan, realization, realized, profile):
                 acc = [("w", *inside(args["buffer"], args["offset"], args["bytes"], what), what)]
             elif op == "read":
                 acc = [("w", *inside(args["buffer"], 0, args["bytes"], what), what)]
-            elif op == "read-at-cursor":
+            elif op in ("read-at-cursor", "sample-context"):
                 acc = [("w", *inside(args["buffer"], 0, 4 * args["tokens"], what), what)]
+            elif op == "sample-token":
+                acc = [("r", *inside(args["buffer"], 0, args["bytes"], what), what)]
             elif op == "write":
                 acc = [("r", *inside(args["buffer"], 0, args["bytes"], what), what)]
             elif op == "record-stat":

@@ -7,7 +7,8 @@ table `program` that the run reads, and `decode` reads it back (docs/formats.md,
 
   submit {ring}            issue a ring entry's submission
   reissue {ring}           issue again a submission already issued (same ring entry)
-  repeat {count, body}     run the next `body` steps `count` times
+  repeat {count, body}     run the next `body` steps `count` times (count null: once per new token
+                           of a generate run, the run's --new-tokens N; 0 times in train and predict)
   read {file, offset, buffer, bytes}        checkpoint payload bytes at offset -> host buffer
   read-at-cursor {buffer, tokens}           `tokens` token ids at the cursor -> host buffer (int32)
   cursor-from-checkpoint {}                 cursor and step count <- the checkpoint's header
@@ -18,7 +19,11 @@ table `program` that the run reads, and `decode` reads it back (docs/formats.md,
   checkpoint-begin {} / checkpoint-publish {}
   record-stat {kind}                        initial | step | final | predict
   write-status {} / write-timestamps {}
-  operation {predict}                       train goes on; predict jumps to step `predict`
+  operation {predict, generate}             train goes on; predict and generate jump to their step
+  sample-context {buffer, tokens}           the generation window (the last <= `tokens` ids) -> buffer (int32)
+  sample-token {buffer, tokens, bytes}      sample the next id from the logits row of the window's last
+                                            position (`tokens` rows of bytes/tokens bytes, f16; formats/sampling.py)
+  write-sample {}                           publish the sample (prompt and new tokens) and print it
   end {}
 """
 import numpy as np
@@ -27,22 +32,25 @@ from ..errors import CoppeliusError
 from . import tables
 
 VOCABULARY: dict[str, dict[str, type | tuple]] = {
-    "submit": {"ring": int}, "reissue": {"ring": int}, "repeat": {"count": int, "body": int},
+    "submit": {"ring": int}, "reissue": {"ring": int}, "repeat": {"count": (int, type(None)), "body": int},
     "read": {"file": str, "offset": int, "buffer": str, "bytes": int},
     "read-at-cursor": {"buffer": str, "tokens": int}, "cursor-from-checkpoint": {}, "cursor-advance": {"tokens": int},
     "adamw-scalars": {}, "write": {"file": str, "offset": (int, type(None)), "buffer": str, "bytes": int},
     "fill": {"buffer": str, "offset": int, "bytes": int, "value": int},
     "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str},
-    "write-status": {}, "write-timestamps": {}, "operation": {"predict": int}, "end": {},
+    "write-status": {}, "write-timestamps": {}, "operation": {"predict": int, "generate": int}, "end": {},
+    "sample-context": {"buffer": str, "tokens": int}, "sample-token": {"buffer": str, "tokens": int, "bytes": int},
+    "write-sample": {},
 }
 # The binary op codes, written out: a code never changes; a new op takes the next free one.
 CODES = {"submit": 1, "reissue": 2, "repeat": 3, "read": 4, "read-at-cursor": 5, "cursor-from-checkpoint": 6,
          "cursor-advance": 7, "adamw-scalars": 8, "write": 9, "fill": 10, "checkpoint-begin": 11,
          "checkpoint-publish": 12, "record-stat": 13, "write-status": 14, "write-timestamps": 15, "operation": 16,
-         "end": 17}
+         "end": 17, "sample-context": 18, "sample-token": 19, "write-sample": 20}
 FILES = ("checkpoint", "predictions")
 STATS = ("initial", "step", "final", "predict")
-APPEND = (1 << 64) - 1  # a write's offset field for "append" (null in the plan)
+APPEND = (1 << 64) - 1  # a write's offset field for "append", a repeat's count for "once per new token" (null)
+OPERATIONS = ("train", "predict", "generate")
 # Which argument goes to which field of a HOST_STEP record (the rest are 0).
 FIELDS = {"ring": "ring", "count": "count", "tokens": "count", "offset": "offset", "bytes": "bytes", "value": "value"}
 
@@ -65,15 +73,16 @@ def flatten(steps: list) -> list:
     return flat
 
 
-def walk(program: list, operation: str):
-    """Yield (pc, op, args) for every step a run of `operation` (train or predict) executes, repeats
-    expanded, up to the first `end`; `operation` steps are yielded too, as markers. The one walker:
-    the runtime runs what it yields and admission traces it (docs/formats.md, the walker)."""
+def walk(program: list, operation: str, new_tokens: int = 0):
+    """Yield (pc, op, args) for every step a run of `operation` (train, predict or generate) executes,
+    repeats expanded (a null count: `new_tokens` times), up to the first `end`; `operation` steps are
+    yielded too, as markers. The one walker: the runtime runs what it yields and admission traces it
+    (docs/formats.md, the walker)."""
     def block(pc: int, end: int):
         while pc < end:
             op, args = program[pc]
             if op == "repeat":
-                for _ in range(args["count"]):
+                for _ in range(new_tokens if args["count"] is None else args["count"]):
                     if (yield from block(pc + 1, pc + 1 + args["body"])):
                         return True
                 pc += 1 + args["body"]
@@ -81,7 +90,7 @@ def walk(program: list, operation: str):
             if op == "end":
                 return True
             yield pc, op, args
-            pc = args["predict"] if op == "operation" and operation == "predict" else pc + 1
+            pc = args[operation] if op == "operation" and operation != "train" else pc + 1
         return False
     yield from block(0, len(program))
 
@@ -103,6 +112,8 @@ def encode(program: list) -> bytes:
                 r["body"] = value
             elif name == "predict":
                 r["body"] = value - pc - 1
+            elif name == "generate":
+                r["count"] = value - pc - 1
             else:
                 r[FIELDS[name]] = APPEND if value is None else value
     return tables.pack("program", records)
@@ -131,9 +142,12 @@ def decode(data: bytes, where: str) -> list:
                 args[name] = int(r["body"])
             elif name == "predict":
                 args[name] = pc + 1 + int(r["body"])
+            elif name == "generate":
+                args[name] = pc + 1 + int(r["count"])
             else:
                 value = int(r[FIELDS[name]])
-                args[name] = None if op == "write" and name == "offset" and value == APPEND else value
+                null = (op, name) in (("write", "offset"), ("repeat", "count")) and value == APPEND
+                args[name] = None if null else value
         program.append([op, args])
     return program
 
@@ -161,8 +175,9 @@ def check_program(program, ring_count: int, buffers: dict, where: str) -> None:
             bad(index, f"({op}) ring", args["ring"])
         if op == "repeat" and index + args["body"] >= len(program):
             bad(index, "(repeat) body", args["body"])
-        if op == "operation" and not index < args["predict"] < len(program):
-            bad(index, "(operation) predict", args["predict"])
+        for part in ("predict", "generate") if op == "operation" else ():
+            if not index < args[part] < len(program):
+                bad(index, f"(operation) {part}", args[part])
         if "buffer" in args and args["buffer"] not in buffers:
             bad(index, f"({op}) buffer", args["buffer"])
         if "file" in args and args["file"] not in FILES:

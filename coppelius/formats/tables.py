@@ -47,7 +47,8 @@ DTYPES = {"u8": (0, 1), "f16": (1, 2), "f32": (2, 4), "i32": (3, 4)}  # name: (c
 DTYPE_BYTES = {name: size for name, (_, size) in DTYPES.items()}
 LIFETIMES = ("persistent", "step", "transfer")  # code = index
 # The pinned host block's buffers, in this order: a buffer's index in commands and the host program.
-HOST_BUFFERS = ("staging", "context", "step_losses", "step_flag", "report_losses", "report_predictions")
+HOST_BUFFERS = ("staging", "context", "step_losses", "step_flag", "report_losses", "report_predictions",
+                "sample_logits")
 
 
 def plane_rows(plan: dict) -> list[tuple]:

@@ -26,10 +26,44 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
     the native run is checked against."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
-    elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
-    if host == "interpreter":
+    native = _native(host_elf, host)
+    if native is None:
         from ..runtime.interpreter import run as interpret
         return interpret(host_elf, checkpoint_path, tokens_path, out_dir, operation)
+    command = [native, "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path), "--out", str(out_dir),
+               "--operation", operation]
+    env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
+    last = _execute(command, env)
+    if last is not None:
+        raise CoppeliusError(last)
+    return result.read(Path(out_dir) / "result.json")
+
+
+def sample(host_elf: str, checkpoint_path: str, out: str, options: dict, host: str = "native") -> bytes:
+    """Generate: `options` are the command line's strings (prompt, prompt_tokens, new_tokens, temperature,
+    top_k, seed; None where not given), handed to the host as they are, which checks them; the host
+    publishes the sample at `out` and prints it on stdout. The sample's bytes."""
+    native = _native(host_elf, host)
+    if native is None:
+        from ..runtime.interpreter import run as interpret
+        interpret(host_elf, checkpoint_path, None, out, "generate", options)
+    else:
+        command = [native, "--operation", "generate", "--checkpoint", str(checkpoint_path), "--out", str(out)]
+        for name, value in options.items():
+            if value is not None:
+                command += ["--" + name.replace("_", "-"), value]
+        last = _execute(command, dict(os.environ))
+        if last is not None:
+            raise CoppeliusError(last)
+    return Path(out).read_bytes()
+
+
+def _native(host_elf: str, host: str) -> str | None:
+    """The path to execute, once the host ELF is known to be a native program for this machine; None
+    where the Python interpreter runs it (host "interpreter")."""
+    elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
+    if host == "interpreter":
+        return None
     here, target, card = host_machine(), elf.identity.get("target"), elf.identity.get("card")
     if elf.machine != here and target == "cpu":
         raise CoppeliusError(f"{host_elf}: host machine is {elf.machine}, this machine is {here}; rebuild the cpu "
@@ -44,13 +78,7 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
     if kind == ET_REL:
         raise CoppeliusError(f"{host_elf}: ELF type is {kind} (a container of tables without code), not a native host "
                              f"executable; rebuild it with `snakemake`")
-    command = [str(Path(host_elf).resolve()), "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path),
-               "--out", str(out_dir), "--operation", operation]
-    env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
-    last = _execute(command, env)
-    if last is not None:
-        raise CoppeliusError(last)
-    return result.read(Path(out_dir) / "result.json")
+    return str(Path(host_elf).resolve())
 
 
 def _execute(command: list[str], env: dict) -> str | None:

@@ -4,6 +4,9 @@
 //                        run the embedded plan (run.h): check --out, itself and every input,
 //                        then train (or predict only) on the cpu device, publishing checkpoints,
 //                        predictions and the result record under DIR
+//   host.elf --operation generate --checkpoint C (--prompt TEXT | --prompt-tokens FILE) --new-tokens N
+//            [--temperature X] [--top-k K] [--seed S] --out FILE
+//                        sample N tokens after the prompt (generate.h): the sample at FILE and on stdout
 //   host.elf --verify    verify itself (/proc/self/exe: every section against the identity note's
 //                        digests), then print the machine, the identity and one line per section
 //                        (the lines `coppelius inspect` prints) and exit 0
@@ -58,28 +61,38 @@ static int verify(const self_image* image) {
     return 0;
 }
 
-static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict], or --verify";
+static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict], or --operation generate "
+                            "--checkpoint C --prompt TEXT|--prompt-tokens FILE --new-tokens N [--temperature X] "
+                            "[--top-k K] [--seed S] --out FILE, or --verify";
 
 // The run: 0 when it completed, 1 with its one line on stderr otherwise.
 static int run(const char* self, int argc, char** argv) {
+    static run_state state;  // zeroed
+    generation* g = &state.g;
     const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train";
     for (int i = 1; i < argc; i++) {
         const char** value = strcmp(argv[i], "--checkpoint") == 0 ? &checkpoint
                              : strcmp(argv[i], "--tokens") == 0  ? &tokens
                              : strcmp(argv[i], "--out") == 0     ? &out
-                             : strcmp(argv[i], "--operation") == 0 ? &operation : NULL;
+                             : strcmp(argv[i], "--operation") == 0 ? &operation
+                             : strcmp(argv[i], "--prompt") == 0 ? &g->prompt
+                             : strcmp(argv[i], "--prompt-tokens") == 0 ? &g->prompt_tokens
+                             : strcmp(argv[i], "--new-tokens") == 0 ? &g->new_tokens_text
+                             : strcmp(argv[i], "--temperature") == 0 ? &g->temperature_text
+                             : strcmp(argv[i], "--top-k") == 0 ? &g->top_k_text
+                             : strcmp(argv[i], "--seed") == 0 ? &g->seed_text : NULL;
         if (!value || i + 1 == argc) {
             fprintf(stderr, "command line: argument %s is not one of %s; give those\n", argv[i], USAGE);
             return 1;
         }
         *value = argv[++i];
     }
-    if (!checkpoint || !tokens || !out) {
-        fprintf(stderr, "command line: %s is missing; give %s\n", !checkpoint ? "--checkpoint" : !tokens ? "--tokens"
-                : "--out", USAGE);
+    int generate = strcmp(operation, "generate") == 0;  // it reads a prompt, not a token stream
+    if (!checkpoint || (!tokens && !generate) || !out) {
+        fprintf(stderr, "command line: %s is missing; give %s\n", !checkpoint ? "--checkpoint"
+                : !tokens && !generate ? "--tokens" : "--out", USAGE);
         return 1;
     }
-    static run_state state;  // zeroed
     int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation);
     if (status == 0) {
         const char* threads = getenv("COPPELIUS_THREADS");

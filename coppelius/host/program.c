@@ -7,7 +7,7 @@
 const char* const STEP_NAMES[STEP_OPS + 1] = {
     "", "submit", "reissue", "repeat", "read", "read-at-cursor", "cursor-from-checkpoint", "cursor-advance",
     "adamw-scalars", "write", "fill", "checkpoint-begin", "checkpoint-publish", "record-stat", "write-status",
-    "write-timestamps", "operation", "end",
+    "write-timestamps", "operation", "end", "sample-context", "sample-token", "write-sample",
 };
 
 int program_check(const table* records, uint32_t ring_count, uint32_t buffer_count, const char* where, program* out,
@@ -24,8 +24,9 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
         else if ((s.op == STEP_SUBMIT || s.op == STEP_REISSUE) && s.ring >= ring_count) bad = "ring", value = s.ring;
         else if ((s.op == STEP_REPEAT || s.op == STEP_OPERATION) && (uint64_t)i + s.body >= records->count)
             bad = "body", value = s.body;
-        else if ((s.op == STEP_READ || s.op == STEP_READ_AT_CURSOR || s.op == STEP_WRITE || s.op == STEP_FILL) &&
-                 s.buffer >= buffer_count)
+        else if (s.op == STEP_OPERATION && s.count >= records->count - i - 1) bad = "count", value = s.count;
+        else if ((s.op == STEP_READ || s.op == STEP_READ_AT_CURSOR || s.op == STEP_WRITE || s.op == STEP_FILL ||
+                  s.op == STEP_SAMPLE_CONTEXT || s.op == STEP_SAMPLE_TOKEN) && s.buffer >= buffer_count)
             bad = "buffer", value = s.buffer;
         else if ((s.op == STEP_READ || s.op == STEP_WRITE) && s.file > 1) bad = "file", value = s.file;
         else if (s.op == STEP_RECORD_STAT && s.value > 3) bad = "value (stat kind)", value = s.value;
@@ -37,7 +38,14 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
     return 0;
 }
 
-typedef struct { const program* p; int predict; step_visitor visit; void* context; int result; } walk_state;
+typedef struct {
+    const program* p;
+    int operation;
+    uint64_t new_tokens;
+    step_visitor visit;
+    void* context;
+    int result;
+} walk_state;
 
 // 1: the walk is over (an `end` step, or the visitor stopped it: state->result says which); 0: ran to `end`.
 static int walk(walk_state* w, uint64_t pc, uint64_t end) {
@@ -45,7 +53,8 @@ static int walk(walk_state* w, uint64_t pc, uint64_t end) {
         program_step s;
         memcpy(&s, w->p->steps + pc, sizeof s);
         if (s.op == STEP_REPEAT) {
-            for (uint64_t i = 0; i < s.count; i++)
+            uint64_t count = s.count == REPEAT_PER_NEW_TOKEN ? w->new_tokens : s.count;
+            for (uint64_t i = 0; i < count; i++)
                 if (walk(w, pc + 1, pc + 1 + s.body)) return 1;
             pc += 1 + s.body;
             continue;
@@ -56,13 +65,15 @@ static int walk(walk_state* w, uint64_t pc, uint64_t end) {
             w->result = stop;
             return 1;
         }
-        pc += 1 + (s.op == STEP_OPERATION && w->predict ? s.body : 0);
+        if (s.op == STEP_OPERATION && w->operation != OPERATION_TRAIN)
+            pc += w->operation == OPERATION_PREDICT ? s.body : s.count;
+        pc += 1;
     }
     return 0;
 }
 
-int program_walk(const program* p, int predict, step_visitor visit, void* context) {
-    walk_state w = {p, predict, visit, context, 0};
+int program_walk(const program* p, int operation, uint64_t new_tokens, step_visitor visit, void* context) {
+    walk_state w = {p, operation, new_tokens, visit, context, 0};
     walk(&w, 0, p->count);
     return w.result;
 }

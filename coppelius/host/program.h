@@ -1,7 +1,8 @@
 // program.h: the host program (docs/formats.md, "Host program (COPHPRG)" and "The walker"): the
 // run's steps as 48-byte records flattened in pre-order, checked once, then walked for an
-// operation. The walker is the document's, exactly: a repeat runs its body `count` times, `end`
-// stops the whole walk, `operation` is yielded as a marker and, for predict, skips `body` records.
+// operation. The walker is the document's, exactly: a repeat runs its body `count` times (count
+// 2^64-1: once per new token of a generate run), `end` stops the whole walk, `operation` is yielded
+// as a marker and skips `body` records for predict, `count` records for generate.
 #ifndef COPPELIUS_PROGRAM_H
 #define COPPELIUS_PROGRAM_H
 #include <stdint.h>
@@ -12,8 +13,11 @@
 enum {
     STEP_SUBMIT = 1, STEP_REISSUE, STEP_REPEAT, STEP_READ, STEP_READ_AT_CURSOR, STEP_CURSOR_FROM_CHECKPOINT,
     STEP_CURSOR_ADVANCE, STEP_ADAMW_SCALARS, STEP_WRITE, STEP_FILL, STEP_CHECKPOINT_BEGIN, STEP_CHECKPOINT_PUBLISH,
-    STEP_RECORD_STAT, STEP_WRITE_STATUS, STEP_WRITE_TIMESTAMPS, STEP_OPERATION, STEP_END, STEP_OPS = STEP_END
+    STEP_RECORD_STAT, STEP_WRITE_STATUS, STEP_WRITE_TIMESTAMPS, STEP_OPERATION, STEP_END, STEP_SAMPLE_CONTEXT,
+    STEP_SAMPLE_TOKEN, STEP_WRITE_SAMPLE, STEP_OPS = STEP_WRITE_SAMPLE
 };
+enum { OPERATION_TRAIN, OPERATION_PREDICT, OPERATION_GENERATE };
+#define REPEAT_PER_NEW_TOKEN UINT64_MAX  // a repeat's count: once per new token (generate), 0 times otherwise
 extern const char* const STEP_NAMES[STEP_OPS + 1];  // "submit", ... "end" (the fault points' names); [0] ""
 
 typedef struct {
@@ -34,8 +38,9 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
 
 // Called for each step the walk yields; a nonzero return stops the walk and is returned by it.
 typedef int (*step_visitor)(void* context, const program_step* step);
-// Walk for train (predict = 0) or predict. 0 when the program ran to its end, else the visitor's value.
-int program_walk(const program* p, int predict, step_visitor visit, void* context);
+// Walk for an OPERATION_* (new_tokens: a generate run's). 0 when the program ran to its end, else the
+// visitor's value.
+int program_walk(const program* p, int operation, uint64_t new_tokens, step_visitor visit, void* context);
 
 // The AdamW step size of step t (docs/formats.md, "The step-size rule"): binary64, powers by
 // repeated squaring, one rounding to binary32.

@@ -308,6 +308,14 @@ static int step(void* context, const program_step* s) {
     case STEP_CHECKPOINT_PUBLISH: return op_checkpoint_publish(r);
     case STEP_RECORD_STAT: return op_record_stat(r, s->value);
     case STEP_WRITE_STATUS: snprintf(r->record.status, sizeof r->record.status, "completed"); return 0;
+    case STEP_SAMPLE_CONTEXT:
+        if (!(into = host_buffer(r, s->buffer, 0, 4 * s->count))) return 1;
+        generate_window(&r->g, into, s->count);
+        return 0;
+    case STEP_SAMPLE_TOKEN:
+        if (!(into = host_buffer(r, s->buffer, 0, s->bytes))) return 1;
+        return generate_take(&r->g, into, s->count, s->bytes, r->elf, &r->f) != 0;
+    case STEP_WRITE_SAMPLE: return generate_write(&r->g, r->out, &r->f) != 0;
     case STEP_WRITE_TIMESTAMPS: {
         double finished = now(), elapsed = finished - r->started;
         uint64_t count = r->record.step_count ? r->record.step_count : r->record.predict_count;
@@ -322,7 +330,7 @@ static int step(void* context, const program_step* s) {
 
 int run_execute(run_state* r) {
     result_record* record = &r->record;
-    record->operation = r->predict ? "predict" : "train";
+    record->operation = r->generate ? "generate" : r->predict ? "predict" : "train";
     snprintf(record->host_elf_sha256, sizeof record->host_elf_sha256, "%s", r->elf_sha256);
     record->tokens_per_step = r->run.tokens_per_step;
     snprintf(record->checkpoint_in, sizeof record->checkpoint_in, "%s", r->checkpoint_path);
@@ -348,7 +356,9 @@ int run_execute(run_state* r) {
             return publication_failed(r, r->predictions.error, "the predictions"), -1;
         r->predictions_open = 1;
     }
-    if (program_walk(&r->steps, r->predict, step, r) != 0) return -1;
+    int operation = r->generate ? OPERATION_GENERATE : r->predict ? OPERATION_PREDICT : OPERATION_TRAIN;
+    if (program_walk(&r->steps, operation, r->g.new_tokens, step, r) != 0) return -1;
+    if (r->generate) return 0;  // it publishes the sample alone (write-sample)
     int error;
     failure ignored;
     if (finish(r, &error, &ignored) != 0) return publication_failed(r, error, "the run's last outputs"), -1;
@@ -364,6 +374,7 @@ void run_close(run_state* r) {
     free(r->issued);
     tokens_close(&r->stream);
     json_free(&r->certificate), json_free(&r->model), json_free(&r->learner);
+    generate_close(&r->g);
     result_free(&r->record);
     self_close(&r->image);
 }

@@ -1,5 +1,6 @@
 // run.h: the run (coppelius/runtime/interpreter.py, the same behaviour and the same one-line
-// refusals): `host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]`.
+// refusals): `host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]`, or the
+// generate operation (generate.h), which reads a prompt instead of a token stream.
 //
 // Before the device is opened, in this order: --out is a writable folder; the host ELF's own
 // sections (self.c) and its embedded certificate, which must admit exactly the embedded plan,
@@ -15,6 +16,7 @@
 
 #include "checkpoint.h"
 #include "device.h"
+#include "generate.h"
 #include "json.h"
 #include "program.h"
 #include "publish.h"
@@ -33,14 +35,16 @@ typedef struct {
 _Static_assert(sizeof(run_record) == 104, "COPRUN record");
 
 // The host buffers, by their index in the program and the buffers table (formats/tables.py HOST_BUFFERS).
-enum { BUFFER_STAGING, BUFFER_CONTEXT, BUFFER_STEP_LOSSES, BUFFER_STEP_FLAG, BUFFER_REPORT_LOSSES };
+enum { BUFFER_STAGING, BUFFER_CONTEXT, BUFFER_STEP_LOSSES, BUFFER_STEP_FLAG, BUFFER_REPORT_LOSSES,
+       BUFFER_REPORT_PREDICTIONS, BUFFER_SAMPLE_LOGITS, BUFFERS };
 enum { FILE_CHECKPOINT, FILE_PREDICTIONS };
 enum { STAT_INITIAL, STAT_STEP, STAT_FINAL, STAT_PREDICT };
 
 typedef struct {
     const char* elf;                      // the host ELF's path (for the messages)
     char checkpoint_path[4096], tokens_path[4096], out[4096];  // as Python's Path() prints them
-    int predict;
+    int predict, generate;
+    generation g;                         // generate's options, prompt and sample
     self_image image;
     char elf_sha256[65];
     json_document certificate, model, learner;

@@ -47,6 +47,18 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
     return 0;
 }
 
+// generate's --out names the sample file: not a folder, in a writable folder (runtime/generate.py).
+static int check_sample_path(run_state* r) {
+    struct stat st;
+    if (stat(r->out, &st) == 0 && S_ISDIR(st.st_mode))
+        return fail(&r->f, "%s: --out names a folder; give a file path for the sample", r->out);
+    char folder[4096];
+    const char* slash = strrchr(r->out, '/');
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else snprintf(folder, sizeof folder, "%.*s", slash == r->out ? 1 : (int)(slash - r->out), r->out);
+    return check_writable_folder(folder, "--out's folder", &r->f);
+}
+
 static const section* need(run_state* r, const char* name) { return self_section(&r->image, name); }
 
 // The embedded certificate admits exactly the embedded plan, realization and tables sections
@@ -145,10 +157,11 @@ static int read_tables(run_state* r) {
         read_table(r, "step_words", "COPSTEP", sizeof(step_word_record), &t->step_words) != 0 ||
         read_table(r, "program", "COPHPRG", sizeof(program_step), &program_records) != 0)
         return -1;
-    if (t->buffers.count != 6 || run.count != 1)
+    int buffers_wrong = t->buffers.count != BUFFERS;
+    if (buffers_wrong || run.count != 1)
         return fail(&r->f, "%s: section .coppelius.%s: %u records, not %d; rebuild it with `snakemake`", r->elf,
-                    t->buffers.count != 6 ? "buffers" : "run", t->buffers.count != 6 ? t->buffers.count : run.count,
-                    t->buffers.count != 6 ? 6 : 1);
+                    buffers_wrong ? "buffers" : "run", buffers_wrong ? t->buffers.count : run.count,
+                    buffers_wrong ? BUFFERS : 1);
     memcpy(&r->run, run.records, sizeof r->run);
     if ((uint64_t)r->run.model_json_bytes + r->run.learner_json_bytes != run.blob_bytes ||
         json_parse(&r->model, (const char*)run.blob, r->run.model_json_bytes) != 0 ||
@@ -221,7 +234,7 @@ static int check_checkpoint(run_state* r) {
     const char* path = r->checkpoint_path;
     if (checkpoint_read_header(path, &r->header, &r->f) != 0 || check_matches(r) != 0) return -1;
     uint64_t end = r->header.step + r->run.steps;
-    if (!r->predict && end > r->horizon)
+    if (!r->predict && !r->generate && end > r->horizon)
         return fail(&r->f, "%s: checkpoint step is %llu; %u more steps reach step %llu, past step %llu, the last the "
                     "host's AdamW step sizes are certified for; resume from an earlier checkpoint or change lr or the "
                     "betas and rebuild", path, (unsigned long long)r->header.step, r->run.steps,
@@ -296,13 +309,16 @@ static int identity_string(run_state* r, json_document* identity, const char* ke
 int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, const char* tokens, const char* out,
                      const char* operation) {
     r->elf = elf;
-    if (strcmp(operation, "train") != 0 && strcmp(operation, "predict") != 0)
-        return fail(&r->f, "command line: operation is '%s'; use train or predict", operation);
-    r->predict = operation[0] == 'p';
+    if (strcmp(operation, "train") != 0 && strcmp(operation, "predict") != 0 && strcmp(operation, "generate") != 0)
+        return fail(&r->f, "command line: operation is '%s'; use train, predict or generate", operation);
+    r->predict = operation[0] == 'p', r->generate = operation[0] == 'g';
+    if (r->generate && generate_parse_options(&r->g, &r->f) != 0) return -1;
     python_path(checkpoint, r->checkpoint_path, sizeof r->checkpoint_path);
-    python_path(tokens, r->tokens_path, sizeof r->tokens_path);
+    python_path(tokens ? tokens : "", r->tokens_path, sizeof r->tokens_path);
     python_path(out, r->out, sizeof r->out);
-    if (check_writable_folder(r->out, "--out", &r->f) != 0 || self_open(elf, &r->image, &r->f) != 0) return -1;
+    if ((r->generate ? check_sample_path(r) : check_writable_folder(r->out, "--out", &r->f)) != 0 ||
+        self_open(elf, &r->image, &r->f) != 0)
+        return -1;
     uint8_t digest[32];
     sha256(r->image.file, r->image.file_bytes, digest);
     sha256_hex(digest, r->elf_sha256);
@@ -326,6 +342,8 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
     }
     json_free(&identity);
     if (bad) return -1;
-    if (check_checkpoint(r) != 0 || check_tokens(r) != 0) return -1;
+    if (check_checkpoint(r) != 0) return -1;
+    if (r->generate) return generate_check_prompt(&r->g, r->run.vocab, (uint32_t)model_context(r), &r->f);
+    if (check_tokens(r) != 0) return -1;
     return run_identity(r);
 }

@@ -55,11 +55,11 @@ def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
     ]
 
 
-def host_buffers(batch: int, context: int, staging_bytes: int) -> tuple[dict, int]:
+def host_buffers(batch: int, context: int, vocab_padded: int, staging_bytes: int) -> tuple[dict, int]:
     """The host's pinned memory: one block, buffers at 256-byte aligned offsets."""
     n = batch * context
     sizes = [("staging", staging_bytes), ("context", 4 * (n + 1)), ("step_losses", 4 * n), ("step_flag", 4),
-             ("report_losses", 4 * n), ("report_predictions", 4 * n)]
+             ("report_losses", 4 * n), ("report_predictions", 4 * n), ("sample_logits", 2 * context * vocab_padded)]
     buffers, cursor = {}, 0
     for name, size in sizes:
         buffers[name] = {"offset": cursor, "bytes": size}
@@ -87,7 +87,7 @@ def build_plan(config: Config) -> dict:
     laid, arena_bytes = lay_out(planes_for(model, run.batch, run.staging_bytes), alignment)
     planes = {p.name: p for p in laid}
     tensors = parameter_tensors(model)
-    buffers, host_bytes = host_buffers(run.batch, model.context, run.staging_bytes)
+    buffers, host_bytes = host_buffers(run.batch, model.context, model.vocab_padded, run.staging_bytes)
     step = Step(model, planes, tensors, run.batch, learner)
     n = run.batch * model.context
     part_bytes = 4 * model.parameter_count
@@ -139,8 +139,14 @@ def build_plan(config: Config) -> dict:
     restore.d2h(step.at("predictions"), "report_predictions", 0, 4 * n)
     pieces.append(restore)
 
+    # generate: the logits of the forward's first context (all its positions: which one is the window's
+    # last is known only at run time), back to the host, where the next token is sampled
+    sample = Piece("sample")
+    sample.d2h(step.at("logits"), "sample_logits", 0, 2 * model.context * model.vocab_padded)
+    pieces.append(sample)
+
     ring = {p.name: i for i, p in enumerate(pieces)}
-    program, labels = host_program(ring, payload_chunks, run, n)
+    program, labels = host_program(ring, payload_chunks, run, n, model.context, model.vocab_padded)
     learner_dict = canonical.json.loads(canonical.encode(learner.as_dict()))
     return {
         "format": FORMAT, "version": VERSION,

@@ -1,12 +1,13 @@
 """The host program of a plan: the whole run, as steps of the vocabulary in formats/program.py.
 
 Written nested (each repeat holds its body) and flattened once at the end; `operation` jumps a
-predict run to the predict part, whose index is known only once everything before it is laid out.
+predict or generate run to its part, whose index is known only once everything before it is laid out.
 """
 from ..formats.program import flatten, repeat
 
 
-def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int) -> tuple[list, dict]:
+def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, positions: int,
+                 vocab_padded: int) -> tuple[list, dict]:
     n = tokens_per_step
     step = lambda op, **args: [op, args]  # noqa: E731
     context = step("read-at-cursor", buffer="context", tokens=n + 1)
@@ -39,8 +40,19 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int) ->
         step("cursor-advance", tokens=n)]),
         step("write-status"), step("write-timestamps"), step("end")]
 
-    head, train = flatten(load), flatten(train)
+    # generate: once per new token (a null count: the run's --new-tokens N), the forward on the window
+    # (the newest <= `positions` ids of prompt and sample, at positions 0.., the rest 0), then the sample
+    generate = [repeat(None, [
+        step("fill", buffer="context", offset=0, bytes=4 * (n + 1), value=0),
+        step("sample-context", buffer="context", tokens=positions), step("submit", ring=ring["forward"]),
+        step("submit", ring=ring["sample"]),
+        step("sample-token", buffer="sample_logits", tokens=positions, bytes=2 * positions * vocab_padded)]),
+        step("write-sample"), step("end")]
+
+    head, train, predict = flatten(load), flatten(train), flatten(predict)
     operation_at = len(head)
     predict_at = operation_at + 1 + len(train)
-    program = head + [step("operation", predict=predict_at)] + train + flatten(predict)
-    return program, {"operation": operation_at, "predict": predict_at}
+    generate_at = predict_at + len(predict)
+    program = (head + [step("operation", predict=predict_at, generate=generate_at)] + train + predict +
+               flatten(generate))
+    return program, {"operation": operation_at, "predict": predict_at, "generate": generate_at}

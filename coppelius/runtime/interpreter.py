@@ -15,9 +15,10 @@ from ..errors import CoppeliusError
 from .. import canonical
 from ..formats import certificate, checkpoint, faults, result, tokens as token_file
 from ..formats.elf import host_machine, read_host_elf
-from ..formats.program import walk
+from ..formats.program import OPERATIONS, walk
 from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
 from ..formats.step_size import step_size_host
+from .generate import Generation, check_sample_path, parse_options
 from .sections import RunTables
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
@@ -64,17 +65,22 @@ def device_factory(program: Program):
 
 
 class Run:
-    def __init__(self, program: Program, device, checkpoint_path: str, tokens_path: str, out_dir: str,
-                 operation: str, progress=None):
+    def __init__(self, program: Program, device, checkpoint_path: str, tokens_path: str | None, out_dir: str,
+                 operation: str, progress=None, generate: dict | None = None):
         self.program, self.plan, self.device = program, program.plan, device
         self.operation = operation
         self.out = Path(out_dir)
         self.checkpoint_path = Path(checkpoint_path)
-        self.tokens_path = Path(tokens_path)
+        self.tokens_path = Path(tokens_path) if tokens_path is not None else None
         self.progress = progress or (lambda record: None)
         self.header = self._check_checkpoint()
-        self.stream = self._check_tokens()
-        self.identity = self._run_identity()
+        if operation == "generate":  # no token stream; nothing published but the sample at --out
+            self.generation = Generation(generate, self.plan["model"]["vocab"], self.plan["model"]["context"])
+            self.new_tokens = generate["new_tokens"]
+        else:
+            self.generation, self.new_tokens = None, 0
+            self.stream = self._check_tokens()
+            self.identity = self._run_identity()
         self.tables = program.tables
         self.buffers = self.tables.buffers
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
@@ -146,13 +152,15 @@ class Run:
         self.checkpoint_file = open(self.checkpoint_path, "rb")
         self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None
         try:
-            for _, op, args in walk(self.tables.steps, self.operation):
+            for _, op, args in walk(self.tables.steps, self.operation, self.new_tokens):
                 if op != "operation":
                     faults.point(op)
                     getattr(self, "op_" + op.replace("-", "_"))(**args)
             self.device.synchronize()  # a late device error is this run's error
         finally:
             self.checkpoint_file.close()
+        if self.generation is not None:
+            return self.record
         try:
             self.finish()
         except OSError as error:
@@ -319,6 +327,23 @@ class Run:
         else:
             self.record[f"{kind}_loss"] = loss
 
+    def op_sample_context(self, buffer, tokens):
+        window = np.array(self.generation.window(tokens), "<i4")
+        self.buffer(buffer, 0, 4 * len(window))[:] = window.view(np.uint8)
+
+    def op_sample_token(self, buffer, tokens, bytes):
+        self.generation.take(self.buffer(buffer, 0, bytes).view("<f2"), tokens)
+
+    def op_write_sample(self):
+        text = self.generation.text()
+        try:
+            publish_bytes(self.out, text)
+        except OSError as error:
+            raise CoppeliusError(f"{self.out}: writing the sample failed ({error.strerror or error}); free space "
+                                 f"or give another --out")
+        sys.stdout.buffer.write(text)
+        sys.stdout.flush()
+
     def op_write_status(self):
         self.record["status"] = "completed"
 
@@ -351,13 +376,21 @@ def progress_printer(stream=sys.stderr):
     return progress
 
 
-def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
-    if operation not in ("train", "predict"):
-        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
-    check_writable_folder(out_dir, "--out")
+def run(host_elf: str, checkpoint_path: str, tokens_path: str | None, out_dir: str, operation: str = "train",
+        generate: dict | None = None) -> dict:
+    """Train, predict, or generate (`generate`: the command line's strings of parse_options; --out is
+    then the sample file)."""
+    if operation not in OPERATIONS:
+        raise CoppeliusError(f"command line: operation is {operation!r}; use train, predict or generate")
+    if operation == "generate":
+        generate = parse_options(**generate)
+        check_sample_path(out_dir)
+    else:
+        check_writable_folder(out_dir, "--out")
     program = Program(host_elf)
     make_device = device_factory(program)
-    runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer())  # checks inputs
+    runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer(),  # checks inputs
+                 generate)
     runner.device = make_device()  # the device is touched only once every input has passed
     try:
         record = runner.execute()

@@ -144,8 +144,8 @@ def test_missing_files_and_arguments(built, tmp_path):
     _, p, elf, *_ = built
     assert "cannot read the checkpoint" in refused(elf, tmp_path / "none.ckpt", p["train"], tmp_path / "o")
     assert "cannot read the token file" in refused(elf, p["checkpoint"], tmp_path / "none.bin", tmp_path / "o")
-    assert "operation is 'fly'; use train or predict" in refused(elf, p["checkpoint"], p["train"], tmp_path / "o",
-                                                                 operation="fly")
+    assert "operation is 'fly'; use train, predict or generate" in refused(elf, p["checkpoint"], p["train"],
+                                                                           tmp_path / "o", operation="fly")
     proc = subprocess.run([elf, "--checkpoint", p["checkpoint"]], capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--tokens is missing" in proc.stderr
 

@@ -1,5 +1,6 @@
 """The README's main job on a fresh copy: `snakemake --cores 2` with the default config trains the
-tiny model on the cpu target, learns, reports validation loss, and a second run has nothing to do."""
+tiny model on the cpu target, learns, reports validation loss and a sample of the trained model, and a
+second run has nothing to do."""
 import json
 
 from conftest import copy_clone, snakemake
@@ -19,5 +20,7 @@ def test_default_workflow_learns_and_reports(tmp_path):
     assert evaluation["mean_loss"] < 0.65 * first and len(evaluation["predict"]) > 0
     summary = (clone / "results/cpu/report/summary.md").read_text()
     assert "validation loss" in summary and (clone / "results/cpu/report/loss.png").read_bytes()[:4] == b"\x89PNG"
+    sample = (clone / "results/cpu/sample/sample.txt").read_bytes()  # 32 prompt tokens, 256 new
+    assert len(sample) == 32 + 256 and "## A sample from the trained model" in summary
     again = snakemake(clone)
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -96,8 +96,9 @@ def edit_program(plan: dict, at: int, delete: int = 0, insert=()) -> None:
     for q, (op, args) in enumerate(plan["program"]):
         if op == "repeat" and q < at <= q + args["body"]:
             args["body"] += delta
-        if op == "operation" and args["predict"] > at:
-            args["predict"] += delta
+        for part in ("predict", "generate") if op == "operation" else ():
+            if args[part] > at:
+                args[part] += delta
     plan["program"][at:at + delete] = list(insert)
     for k, v in plan["labels"].items():
         if v > at:

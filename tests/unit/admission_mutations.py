@@ -165,6 +165,21 @@ def m_predictions_overrun(c):
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
+def m_generate_no_window(c):
+    edit_program(c.plan, step(c.plan, "sample-context"), delete=1)
+    return c.reencode()
+
+
+def m_generate_half_row(c):
+    c.plan["program"][step(c.plan, "sample-token")][1]["bytes"] //= 2  # rows of half the padded vocabulary
+    return c.reencode()
+
+
+def m_predict_writes_sample(c):
+    edit_program(c.plan, step(c.plan, "write-status", after=c.plan["labels"]["predict"]), insert=[["write-sample", {}]])
+    return c.reencode()
+
+
 def m_report_never_written(c):
     piece(c.plan, "restore")["commands"].pop(0)
     return c.reencode()
@@ -343,6 +358,12 @@ MUTATIONS = [
      ["predict host step", "(write)", "outside host buffer report_predictions (512 bytes)"]),
     ("report-never-written", "cpu", "schedule-request", m_report_never_written,
      ["(record-stat)", "reads host buffer report_losses bytes [0, 512)", "nothing wrote"]),
+    ("generate-no-window", "cpu", "schedule-generate", m_generate_no_window,
+     ["generate host step", "the forward takes no window written since the last token"]),
+    ("generate-half-row", "cpu", "schedule-generate", m_generate_half_row,
+     ["(sample-token): samples from sample_logits (64 rows, 16384 bytes)", "not from the sample piece's copy"]),
+    ("predict-writes-sample", "cpu", "schedule-generate", m_predict_writes_sample,
+     ["predict host step", "write-sample", "only generate samples"]),
     ("flag-not-zeroed", "cpu", "device-written", m_no_flag_memset, ["(nonfinite_check) argument flag", "reads plane flag bytes [0, 4)"]),
     ("dresidual-not-zeroed", "cpu", "device-written", m_no_dresidual_memset,
      ["(layernorm_backward) argument dinp", "piece update", "reads plane dresidual"]),

@@ -95,5 +95,5 @@ def test_an_unknown_op_code_is_refused_in_one_line():
     records, _ = tables.unpack("program", host_program.encode(plan()["program"]))
     records = records.copy()
     records["op"][3] = 99
-    with pytest.raises(CoppeliusError, match=r"^x: host program step 3 has op code 99, not one of 1\.\.17"):
+    with pytest.raises(CoppeliusError, match=r"^x: host program step 3 has op code 99, not one of 1\.\.20"):
         host_program.decode(tables.pack("program", records), "x")

@@ -55,7 +55,7 @@ def test_pieces_and_program_cover_the_run():
     plan = plan_for("cpu", "tiny", 8)
     names = plan["ring"]
     chunks = plan["contracts"]["checkpoint"]["chunks"]
-    assert names[0] == "initialize" and names[-1] == "restore"
+    assert names[0] == "initialize" and names[-2:] == ["restore", "sample"]
     assert sum(n.startswith("load_stage_") for n in names) == len(chunks) == sum(n.startswith("gather_") for n in names)
     covered = 0
     for offset, size in chunks:  # the chunks tile the payload in order
@@ -64,3 +64,4 @@ def test_pieces_and_program_cover_the_run():
     assert covered == plan["contracts"]["checkpoint"]["payload_bytes"] == 12 * 120_576
     ops = [op for op, _ in plan["program"]]
     assert ops.count("checkpoint-publish") == 1 and "operation" in ops and ops[-1] == "end"
+    assert ops.count("sample-token") == ops.count("write-sample") == 1  # generate: one body, once per new token

@@ -3,6 +3,7 @@ rule report:
         train=out("train/result.json"),
         evaluate=out("evaluate/result.json"),
         plan=out("plan.json"),
+        sample=out("sample/sample.txt"),
     output:
         plot=report(
             out("report/loss.png"), caption="../report/loss.rst", category="Training"
@@ -24,4 +25,4 @@ rule report:
         folder=lambda wildcards, output: os.path.dirname(output.summary),
     shell:
         "{params.coppelius} --log {log} report --train {input.train} --evaluate {input.evaluate} --plan {input.plan}"
-        " --out {params.folder}"
+        " --sample {input.sample} --out {params.folder}"

@@ -95,3 +95,30 @@ def test_another_targets_card_is_refused_in_one_line(in_tmp):
     assert lines[0].startswith("card check: this card is NVIDIA H200 (sm_90, ")
     assert "the host ELF was built and admitted for NVIDIA GeForce RTX 3090 (sm_86, " in lines[0]
     assert not (in_tmp / "out/checkpoints").exists()
+
+
+def test_native_gpu_sample_repeats_the_python_host(in_tmp):
+    """Generate on the card: the native host's sample equals the Python host's on the same kernels."""
+    from coppelius.runtime.generate import parse_options
+    paths = build_chain(config(in_tmp, target="h200", steps=20, interval=20, batch=4, lr="1e-3"), in_tmp / "h200")
+    trained_run = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "train")
+    final = trained_run["published"][-1]
+    options = {"prompt": "def ", "prompt_tokens": None, "new_tokens": "40", "temperature": "0.8", "top_k": "20",
+               "seed": "7"}
+    command = [str(Path(paths["elf"]).resolve()), "--operation", "generate", "--checkpoint", final, "--out",
+               str(in_tmp / "native.txt")]
+    for name, value in options.items():
+        if value is not None:
+            command += ["--" + name.replace("_", "-"), value]
+    proc = subprocess.run(command, env={}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    program = Program(paths["elf"])
+    device = CudaDevice()
+    check_card(program.identity, device.describe())
+    try:
+        Run(program, device, final, None, in_tmp / "python.txt", "generate", generate=parse_options(**options)).execute()
+    finally:
+        device.close()
+    ours, theirs = (in_tmp / "native.txt").read_bytes(), (in_tmp / "python.txt").read_bytes()
+    print(f"sample on the H200: {ours!r}")
+    assert ours == theirs and len(ours) >= 40

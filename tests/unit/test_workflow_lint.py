@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RULES_WITH_COMMANDS = {"configure", "prepare", "init", "plan", "realize", "tables", "admit", "elf", "train",
-                       "evaluate", "report", "import_weights"}
+                       "evaluate", "report", "import_weights", "sample"}
 # The one lint the workflow keeps on purpose: no rule names a conda environment or a container, since
 # neither can be created where Coppelius is built and tested (docs/choices.md, "Software environment").
 NO_ENVIRONMENT = "Specify a conda environment or container for each rule."

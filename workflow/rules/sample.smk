@@ -21,8 +21,6 @@ rule sample:
         out("logs/sample.log"),
     benchmark:
         bench("sample")
-    conda:
-        ENV
     params:
         coppelius=COPPELIUS,
         tokens=SAMPLE_NEW_TOKENS,

@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the Python reference host (--compare)
 
 from coppelius.config import load  # noqa: E402
 from coppelius.formats.elf import host_machine, read_host_elf  # noqa: E402
@@ -96,7 +97,7 @@ def main() -> None:
         rate = float(run.stdout.split("tokens_per_second")[1])
         numpy_rate = None
         if options.compare:
-            from coppelius.runtime.interpreter import run as interpret
+            from reference_host.interpreter import run as interpret
             record = interpret(paths["elf"], paths["checkpoint"], paths["train"], str(work / "python"))
             print(f"{'step':>5} {'native loss':>12} {'numpy loss':>12}  (* skipped: gradients not finite)")
             for entry in record["steps"]:

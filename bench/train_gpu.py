@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))  # the Python CUDA device: a test harness
+sys.path.insert(0, str(ROOT / "tests"))  # the Python reference host
 
 BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
 
@@ -40,7 +41,7 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     """(native host ms/step, Python host ms/step, details) of the same host ELF."""
     from coppelius.config import ROOT as CROOT, resolve
     from coppelius.formats import result
-    from coppelius.runtime.interpreter import Program, Run
+    from reference_host.interpreter import Program, Run
     from cuda_harness import CudaDevice, check_card
     from coppelius.stages import build_chain
     corpus = work / "corpus.txt"

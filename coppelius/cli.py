@@ -72,7 +72,7 @@ def _elf(a):
 
 def _run(a):
     from .host.launch import run
-    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation, a.host)
+    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation)
     if a.operation == "train":
         log.info("run: %d steps, first loss %.4f, last %.4f, %d skipped, %.0f tokens/s; published %s",
                  len(record["steps"]), record["steps"][0]["loss"], record["steps"][-1]["loss"], record["skipped"],
@@ -88,7 +88,7 @@ def _sample(a):
     with tempfile.TemporaryDirectory(prefix="coppelius-prompt-") as work:
         if a.prompt_first is not None:
             options["prompt_tokens"] = _first_tokens(a.prompt_tokens, a.prompt_first, Path(work) / "prompt.bin")
-        text = sample(a.host_elf, a.checkpoint, a.out, options, a.host)
+        text = sample(a.host_elf, a.checkpoint, a.out, options)
     if not text.endswith(b"\n"):
         sys.stdout.write("\n")  # the sample printed above ends its line
     log.info("sample: %s tokens after the prompt, written to %s", a.tokens, a.out)
@@ -142,9 +142,7 @@ COMMANDS = [
     ("run", "run a host ELF: train, or predict only", _run,
      [("host_elf", {}), "--checkpoint", "--tokens",
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
-      ("--operation", {"default": "train", "choices": ["train", "predict"]}),
-      ("--host", {"default": "native", "choices": ["native", "interpreter"],
-                  "help": "interpreter: the Python reference host (numpy or cuda-bindings) instead of the native run"})]),
+      ("--operation", {"default": "train", "choices": ["train", "predict"]})]),
     ("sample", "generate text from a checkpoint: the host ELF's generate operation", _sample,
      [("host_elf", {}), "--checkpoint",
       ("--prompt", {"help": "the prompt's text (byte-level models: its bytes are the ids)"}),
@@ -154,9 +152,7 @@ COMMANDS = [
       ("--temperature", {"help": "a number >= 0; 0 is greedy (default 1)"}),
       ("--top-k", {"help": "sample among the k likeliest ids, 1..vocab (default: all)"}),
       ("--seed", {"help": "the sampler's seed, 0..2^64-1 (default 1337)"}),
-      ("--out", {"required": True, "help": "the file the sample is written to (and printed on stdout)"}),
-      ("--host", {"default": "native", "choices": ["native", "interpreter"],
-                  "help": "interpreter: the Python reference host instead of the native run"})]),
+      ("--out", {"required": True, "help": "the file the sample is written to (and printed on stdout)"})]),
     ("report", "result records -> loss plot, summary, arena map", _report,
      ["--train", "--evaluate", "--plan", ("--sample", {"help": "a sample of the trained model (coppelius sample)"}),
       "--out"]),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_HOST = str(ROOT / "tests" / "reference_host")  # `python REFERENCE_HOST run ...`: the Python reference host
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,6 +1,6 @@
 """What the admission checks share: the refusal, byte-interval sets, the plan's planes, pieces and
 launches indexed, the realization's tables decoded back into the plan's command vocabulary, and
-the host program expanded exactly as the interpreter (coppelius.runtime.interpreter) runs it.
+the host program expanded exactly as the interpreter (tests/reference_host/interpreter.py) runs it.
 """
 import numpy as np
 

@@ -170,7 +170,7 @@ def check_steps_fresh(plan, realization, realized, profile):
 
 # ---------------------------------------------------------------------------- request
 def stat_reads(kind: str, n: int) -> list[tuple[str, int]]:
-    """The host bytes record-stat reads (coppelius.runtime.interpreter: op_record_stat)."""
+    """The host bytes record-stat reads (tests/reference_host/interpreter.py: op_record_stat)."""
     if kind == "step":
         return [("step_losses", 4 * n), ("step_flag", 4)]
     return [("report_losses", 4 * n)]

@@ -1,4 +1,4 @@
-// generate.h: the generate operation (docs/formats.md, "Generate"; coppelius/runtime/generate.py is
+// generate.h: the generate operation (docs/formats.md, "Generate"; tests/reference_host/generate.py is
 // the interpreter's, with the same checks in the same order and the same one-line refusals):
 //
 //   host.elf --operation generate --checkpoint C (--prompt TEXT | --prompt-tokens FILE) --new-tokens N

@@ -4,8 +4,8 @@ Every target's host ELF is a native program (coppelius/host/run.c, with the cpu 
 device) that checks its inputs, trains or predicts and publishes everything itself; this wrapper only
 decides that it can run here, executes it, passes its progress lines through, turns its one-line
 refusal into this command's (a CoppeliusError) and dies by the same signal when it is killed (so that
-a SIGKILL reads the same to whoever waits on `coppelius run`). `--host interpreter` runs the Python
-reference host (coppelius/runtime/interpreter.py) instead, which the native run is checked against.
+a SIGKILL reads the same to whoever waits on `coppelius run`). The Python reference host the native
+run is checked against lives with the tests (tests/reference_host), not here.
 """
 import os
 import signal
@@ -20,16 +20,11 @@ from ..formats.elf import host_machine, read_host_elf
 ET_REL = 1  # the ELF type of a container of tables without code (coppelius/formats/elf.py)
 
 
-def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
-        host: str = "native") -> dict:
-    """Run a host ELF: natively, or (host "interpreter") by the Python interpreter, the reference host
-    the native run is checked against."""
+def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
+    """Execute a host ELF: train, or predict only; its result record."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
-    native = _native(host_elf, host)
-    if native is None:
-        from ..runtime.interpreter import run as interpret
-        return interpret(host_elf, checkpoint_path, tokens_path, out_dir, operation)
+    native = _native(host_elf)
     command = [native, "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path), "--out", str(out_dir),
                "--operation", operation]
     env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
@@ -39,31 +34,23 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
     return result.read(Path(out_dir) / "result.json")
 
 
-def sample(host_elf: str, checkpoint_path: str, out: str, options: dict, host: str = "native") -> bytes:
+def sample(host_elf: str, checkpoint_path: str, out: str, options: dict) -> bytes:
     """Generate: `options` are the command line's strings (prompt, prompt_tokens, new_tokens, temperature,
     top_k, seed; None where not given), handed to the host as they are, which checks them; the host
     publishes the sample at `out` and prints it on stdout. The sample's bytes."""
-    native = _native(host_elf, host)
-    if native is None:
-        from ..runtime.interpreter import run as interpret
-        interpret(host_elf, checkpoint_path, None, out, "generate", options)
-    else:
-        command = [native, "--operation", "generate", "--checkpoint", str(checkpoint_path), "--out", str(out)]
-        for name, value in options.items():
-            if value is not None:
-                command += ["--" + name.replace("_", "-"), value]
-        last = _execute(command, dict(os.environ))
-        if last is not None:
-            raise CoppeliusError(last)
+    command = [_native(host_elf), "--operation", "generate", "--checkpoint", str(checkpoint_path), "--out", str(out)]
+    for name, value in options.items():
+        if value is not None:
+            command += ["--" + name.replace("_", "-"), value]
+    last = _execute(command, dict(os.environ))
+    if last is not None:
+        raise CoppeliusError(last)
     return Path(out).read_bytes()
 
 
-def _native(host_elf: str, host: str) -> str | None:
-    """The path to execute, once the host ELF is known to be a native program for this machine; None
-    where the Python interpreter runs it (host "interpreter")."""
+def _native(host_elf: str) -> str:
+    """The path to execute, once the host ELF is known to be a native program for this machine."""
     elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
-    if host == "interpreter":
-        return None
     here, target, card = host_machine(), elf.identity.get("target"), elf.identity.get("card")
     if elf.machine != here and target == "cpu":
         raise CoppeliusError(f"{host_elf}: host machine is {elf.machine}, this machine is {here}; rebuild the cpu "

@@ -1,5 +1,5 @@
 // run.c: opening the device and walking the host program (run.h); each step does what the
-// op_ method of the same name in coppelius/runtime/interpreter.py does.
+// op_ method of the same name in tests/reference_host/interpreter.py does.
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>

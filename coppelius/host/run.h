@@ -1,4 +1,4 @@
-// run.h: the run (coppelius/runtime/interpreter.py, the same behaviour and the same one-line
+// run.h: the run (tests/reference_host/interpreter.py, the same behaviour and the same one-line
 // refusals): `host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]`, or the
 // generate operation (generate.h), which reads a prompt instead of a token stream.
 //

@@ -1,5 +1,5 @@
 // run_inputs.c: every check a run makes before its device is opened (run.h), in the order and
-// with the words of coppelius/runtime/interpreter.py.
+// with the words of tests/reference_host/interpreter.py.
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,7 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
     return 0;
 }
 
-// generate's --out names the sample file: not a folder, in a writable folder (runtime/generate.py).
+// generate's --out names the sample file: not a folder, in a writable folder (tests/reference_host/generate.py).
 static int check_sample_path(run_state* r) {
     struct stat st;
     if (stat(r->out, &st) == 0 && S_ISDIR(st.st_mode))
@@ -143,7 +143,7 @@ static int read_table(run_state* r, const char* name, const char magic[8], uint3
     return table_read(s->data, s->bytes, magic, record_bytes, where, out, &r->f);
 }
 
-// The run tables (coppelius/runtime/sections.py): ring, planes, buffers, run, the program; and the device's.
+// The run tables (tests/reference_host/sections.py): ring, planes, buffers, run, the program; and the device's.
 static int read_tables(run_state* r) {
     table run, program_records;
     device_tables* t = &r->tables;

@@ -1,4 +1,4 @@
-"""The Python reference host (`coppelius run --host interpreter`, the cpu target only;
+"""The Python reference host (tests/reference_host, the cpu target only;
 tests/cpu/test_native_bad_input.py holds the native host ELF to the same): bad input is refused
 before any work: one line naming the file, the field, the value and what to do, a non-zero exit,
 and nothing the user owns changed. Also a disk that fills while publishing, and a loss scale so
@@ -17,6 +17,7 @@ from coppelius.formats import checkpoint, tokens
 from coppelius.formats.elf import read_host_elf, write_host_elf
 from coppelius.host.build import link_host_executable
 from coppelius.stages import build_chain
+from conftest import REFERENCE_HOST
 from test_train_cpu import config
 
 
@@ -40,7 +41,7 @@ def digest_tree(path: Path) -> dict:
 def refused(elf, ckpt, toks, out, *extra, operation="train") -> str:
     owned = [Path(ckpt).parent, Path(toks).parent]
     before = [digest_tree(p) for p in owned]
-    proc = subprocess.run([sys.executable, "-m", "coppelius", "run", "--host", "interpreter", str(elf), "--checkpoint", str(ckpt),
+    proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", str(elf), "--checkpoint", str(ckpt),
                            "--tokens", str(toks), "--out", str(out), "--operation", operation, *extra],
                           capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
@@ -130,7 +131,7 @@ def test_overflowing_loss_scale_skips_steps_and_stops(built, tmp_path):
     root, *_ = built
     with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         p = build_chain(config(root, steps=6, interval=3, batch=2, loss_scale=2 ** 30, max_skips=5), root / "overflow")
-    proc = subprocess.run([sys.executable, "-m", "coppelius", "run", "--host", "interpreter", p["elf"], "--checkpoint", p["checkpoint"],
+    proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint", p["checkpoint"],
                            "--tokens", p["train"], "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
     print(proc.stderr.strip().splitlines()[-1])
     assert proc.returncode == 1 and "steps 1..5 all had non-finite gradients" in proc.stderr
@@ -228,7 +229,7 @@ def test_out_and_log_are_checked_before_any_work(built, tmp_path):
         assert "--out is not a writable folder" in refused(p["elf"], p["checkpoint"], p["train"], a_file / "sub",
                                                            operation=operation)
     assert a_file.read_text() == "mine"
-    proc = subprocess.run([sys.executable, "-m", "coppelius", "--log", str(tmp_path), "run", "--host", "interpreter", p["elf"], "--checkpoint",
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "--log", str(tmp_path), "run", p["elf"], "--checkpoint",
                            p["checkpoint"], "--tokens", p["train"], "--out", str(tmp_path / "o")],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--log cannot be written" in proc.stderr
@@ -245,7 +246,7 @@ def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_
     if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)]).returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (not root)")
     try:
-        proc = subprocess.run([sys.executable, "-m", "coppelius", "run", "--host", "interpreter", p["elf"], "--checkpoint", p["checkpoint"],
+        proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint", p["checkpoint"],
                                "--tokens", p["train"], "--out", str(mount / "run")],
                               capture_output=True, text=True, timeout=120)
         last = proc.stderr.strip().splitlines()[-1]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from coppelius.formats import checkpoint
+from conftest import REFERENCE_HOST
 from test_native_run import execute, native, run as run_native
 from test_train_cpu import config, run as run_interpreter
 from coppelius.stages import build_chain
@@ -33,7 +34,7 @@ def killed_run(host: str, paths: dict, out: Path, kill_at: str) -> subprocess.Co
     env = {**os.environ, "COPPELIUS_KILL_AT": kill_at}
     if host == "native":
         return execute(native(paths), paths["checkpoint"], paths["train"], out, env=env)
-    return subprocess.run([sys.executable, "-m", "coppelius", "run", "--host", "interpreter", paths["elf"], "--checkpoint",
+    return subprocess.run([sys.executable, REFERENCE_HOST, "run", paths["elf"], "--checkpoint",
                            paths["checkpoint"], "--tokens", paths["train"], "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=300)
 

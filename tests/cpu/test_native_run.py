@@ -18,7 +18,7 @@ from coppelius.formats.elf import read_host_elf
 from coppelius.host.build import link_host_executable
 from coppelius.inspect import describe
 from coppelius.report import report
-from coppelius.runtime.interpreter import Program, Run
+from reference_host.interpreter import Program, Run
 from coppelius.stages import build_chain
 from test_train_cpu import config, run as run_python
 

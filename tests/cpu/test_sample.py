@@ -16,8 +16,9 @@ from coppelius.errors import CoppeliusError
 from coppelius.formats import tokens
 from coppelius.formats.elf import host_machine, read_host_elf
 from coppelius.host.build import link_host_executable
-from coppelius.host.launch import sample
 from coppelius.stages import build_chain
+from conftest import REFERENCE_HOST
+from reference_host.interpreter import run as reference_run
 from test_native_run import execute
 from test_train_cpu import config
 
@@ -38,9 +39,10 @@ def chains(tmp_path_factory):
 
 
 def coppelius_sample(paths, out, host, *options, checkpoint=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coppelius", "sample", paths["elf"], "--checkpoint",
-                           checkpoint or paths["final"], "--out", str(out), "--host", host, *options],
-                          capture_output=True, timeout=600)
+    """`coppelius sample` (the native host ELF), or the same command line given to the Python reference host."""
+    program = ["-m", "coppelius"] if host == "native" else [REFERENCE_HOST]
+    return subprocess.run([sys.executable, *program, "sample", paths["elf"], "--checkpoint", checkpoint or paths["final"],
+                           "--out", str(out), *options], capture_output=True, timeout=600)
 
 
 def generate(paths, out, *options, checkpoint=None) -> subprocess.CompletedProcess:
@@ -98,7 +100,7 @@ def refusal_lines(paths, out, options: dict, checkpoint) -> tuple[str, str]:
     lines = proc.stderr.decode().strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and proc.stdout == b"", proc.stderr
     with pytest.raises(CoppeliusError) as refused:
-        sample(paths["elf"], checkpoint, str(out), options, host="interpreter")
+        reference_run(paths["elf"], checkpoint, None, str(out), "generate", options)
     return lines[0], str(refused.value)
 
 

@@ -14,7 +14,7 @@ from coppelius.kernels import gpt2
 from coppelius.realize import realize
 from coppelius.realize.tables import realized_tables
 from coppelius.runtime.cpu import CpuDevice
-from coppelius.runtime.interpreter import Program, Run
+from reference_host.interpreter import Program, Run
 from coppelius.stages import build_chain
 
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -12,7 +12,7 @@ import yaml
 from coppelius.errors import CoppeliusError
 from coppelius.formats import tables
 from coppelius.formats.kernels import KERNEL_IDS, PTR_KINDS, param_layout
-from coppelius.runtime.sections import RunTables
+from reference_host.sections import RunTables
 from cuda_harness import CudaDevice, check_card
 
 pytestmark = pytest.mark.gpu
@@ -307,7 +307,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
     from coppelius.realize import realize
     from coppelius.realize.tables import realized_tables
     from coppelius.runtime.cpu import CpuDevice
-    from coppelius.runtime.interpreter import Run
+    from reference_host.interpreter import Run
 
     for rel in ("coppelius/kernels/cuda/kernels.cu", "coppelius/realize/nvrtc.py"):
         if not (ROOT / rel).exists():

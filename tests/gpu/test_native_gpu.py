@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from coppelius.formats import result
-from coppelius.runtime.interpreter import Program, Run
+from reference_host.interpreter import Program, Run
 from cuda_harness import CudaDevice, check_card
 from coppelius.stages import build_chain
 
@@ -99,7 +99,7 @@ def test_another_targets_card_is_refused_in_one_line(in_tmp):
 
 def test_native_gpu_sample_repeats_the_python_host(in_tmp):
     """Generate on the card: the native host's sample equals the Python host's on the same kernels."""
-    from coppelius.runtime.generate import parse_options
+    from reference_host.generate import parse_options
     paths = build_chain(config(in_tmp, target="h200", steps=20, interval=20, batch=4, lr="1e-3"), in_tmp / "h200")
     trained_run = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "train")
     final = trained_run["published"][-1]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coppelius.runtime.cpu import CpuDevice
-from coppelius.runtime.interpreter import Program, Run
+from reference_host.interpreter import Program, Run
 from cuda_harness import CudaDevice, check_card
 from coppelius.stages import build_chain
 

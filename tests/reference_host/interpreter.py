@@ -11,15 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CoppeliusError
-from .. import canonical
-from ..formats import certificate, checkpoint, faults, result, tokens as token_file
-from ..formats.elf import host_machine, read_host_elf
-from ..formats.program import OPERATIONS, walk
-from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
-from ..formats.step_size import step_size_host
-from .generate import Generation, check_sample_path, parse_options
-from .sections import RunTables
+from coppelius.errors import CoppeliusError
+from coppelius import canonical
+from coppelius.formats import certificate, checkpoint, faults, result, tokens as token_file
+from coppelius.formats.elf import host_machine, read_host_elf
+from coppelius.formats.program import OPERATIONS, walk
+from coppelius.formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
+from coppelius.formats.step_size import step_size_host
+from reference_host.generate import Generation, check_sample_path, parse_options
+from reference_host.sections import RunTables
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
             "buffers", "run", "step_words", "certificate")
@@ -60,7 +60,7 @@ def device_factory(program: Program):
     if program.machine != here:
         raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
                              f"rebuild the cpu target here with `snakemake`")
-    from .cpu import CpuDevice
+    from coppelius.runtime.cpu import CpuDevice
     return CpuDevice
 
 

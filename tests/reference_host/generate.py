@@ -9,10 +9,10 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import CoppeliusError
-from ..formats import tokens as token_file
-from ..formats.publish import check_writable_folder
-from ..formats.sampling import Generator, sample
+from coppelius.errors import CoppeliusError
+from coppelius.formats import tokens as token_file
+from coppelius.formats.publish import check_writable_folder
+from coppelius.formats.sampling import Generator, sample
 
 WHOLE = re.compile(r"[0-9]{1,20}")
 DECIMAL = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")

@@ -1,8 +1,8 @@
 """The host ELF's run tables, decoded: what the run executes (docs/formats.md), never recomputed
 from the plan. The host program, the ring, the planes, the host buffers and the run record."""
-from ..errors import CoppeliusError
-from ..formats import tables
-from ..formats.program import check_program, decode
+from coppelius.errors import CoppeliusError
+from coppelius.formats import tables
+from coppelius.formats.program import check_program, decode
 
 
 class RunTables:

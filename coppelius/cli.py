@@ -60,7 +60,7 @@ def _elf(a):
 
 def _run(a):
     from .host.launch import run
-    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation, a.host)
+    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation, a.host, a.validation, a.predict_from)
     if a.operation == "train":
         log.info("run: %d steps, first loss %.4f, last %.4f, %d skipped, %.0f tokens/s; published %s",
                  len(record["steps"]), record["steps"][0]["loss"], record["steps"][-1]["loss"], record["skipped"],
@@ -100,6 +100,9 @@ COMMANDS = [
      [("host_elf", {}), "--checkpoint", "--tokens",
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
       ("--operation", {"default": "train", "choices": ["train", "predict"]}),
+      ("--validation", {"help": "train: the validation token file, scored at every publication"}),
+      ("--predict-from", {"default": "start", "choices": ["start", "checkpoint"],
+                          "help": "predict: score from the stream's start or from the checkpoint's cursor"}),
       ("--host", {"default": "native", "choices": ["native", "interpreter"],
                   "help": "interpreter: the Python reference host (numpy or cuda-bindings) instead of the native run"})]),
     ("report", "result records -> loss plot, summary, arena map", _report, ["--train", "--evaluate", "--plan", "--out"]),

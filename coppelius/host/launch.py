@@ -21,15 +21,14 @@ ET_REL = 1  # the ELF type of a container of tables without code (coppelius/form
 
 
 def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
-        host: str = "native") -> dict:
+        host: str = "native", validation_path: str | None = None, predict_from: str = "start") -> dict:
     """Run a host ELF: natively, or (host "interpreter", and for GPU targets) by the Python interpreter,
     the reference host the native run is checked against."""
-    if operation not in ("train", "predict"):
-        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
+    from ..runtime.interpreter import check_command_line, run as interpret
+    check_command_line(operation, validation_path, predict_from)
     elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
     if elf.identity.get("target") != "cpu" or host == "interpreter":
-        from ..runtime.interpreter import run as interpret
-        return interpret(host_elf, checkpoint_path, tokens_path, out_dir, operation)
+        return interpret(host_elf, checkpoint_path, tokens_path, out_dir, operation, validation_path, predict_from)
     here = host_machine()
     if elf.machine != here:
         raise CoppeliusError(f"{host_elf}: host machine is {elf.machine}, this machine is {here}; rebuild the cpu "
@@ -40,7 +39,9 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
         raise CoppeliusError(f"{host_elf}: ELF type is {kind} (a container of tables without code), not a native host "
                              f"executable; rebuild it with `snakemake`")
     command = [str(Path(host_elf).resolve()), "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path),
-               "--out", str(out_dir), "--operation", operation]
+               "--out", str(out_dir), "--operation", operation, "--predict-from", predict_from]
+    if validation_path is not None:
+        command += ["--validation", str(validation_path)]
     env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
     last = _execute(command, env)
     if last is not None:

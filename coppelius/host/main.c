@@ -1,9 +1,11 @@
 // main.c: the host ELF's entry. It checks the CPU, then does what its arguments ask:
 //
-//   host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]
+//   host.elf --checkpoint C --tokens T --out DIR [--operation train|predict] [--validation V]
+//            [--predict-from start|checkpoint]
 //                        run the embedded plan (run.h): check --out, itself and every input,
-//                        then train (or predict only) on the cpu device, publishing checkpoints,
-//                        predictions and the result record under DIR
+//                        then train (scoring the validation stream V at every publication) or
+//                        predict only (from the stream's start, or the checkpoint's cursor) on the
+//                        cpu device, publishing checkpoints, predictions and the result record under DIR
 //   host.elf --verify    verify itself (/proc/self/exe: every section against the identity note's
 //                        digests), then print the machine, the identity and one line per section
 //                        (the lines `coppelius inspect` prints) and exit 0
@@ -58,16 +60,20 @@ static int verify(const self_image* image) {
     return 0;
 }
 
-static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict], or --verify";
+static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict] [--validation V] "
+                            "[--predict-from start|checkpoint], or --verify";
 
 // The run: 0 when it completed, 1 with its one line on stderr otherwise.
 static int run(const char* self, int argc, char** argv) {
-    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train";
+    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train", *validation = NULL;
+    const char* predict_from = "start";
     for (int i = 1; i < argc; i++) {
         const char** value = strcmp(argv[i], "--checkpoint") == 0 ? &checkpoint
                              : strcmp(argv[i], "--tokens") == 0  ? &tokens
                              : strcmp(argv[i], "--out") == 0     ? &out
-                             : strcmp(argv[i], "--operation") == 0 ? &operation : NULL;
+                             : strcmp(argv[i], "--operation") == 0 ? &operation
+                             : strcmp(argv[i], "--validation") == 0 ? &validation
+                             : strcmp(argv[i], "--predict-from") == 0 ? &predict_from : NULL;
         if (!value || i + 1 == argc) {
             fprintf(stderr, "command line: argument %s is not one of %s; give those\n", argv[i], USAGE);
             return 1;
@@ -80,7 +86,7 @@ static int run(const char* self, int argc, char** argv) {
         return 1;
     }
     static run_state state;  // zeroed
-    int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation);
+    int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation, validation, predict_from);
     if (status == 0) {
         const char* threads = getenv("COPPELIUS_THREADS");
         threads_start(threads ? atoi(threads) : 0);  // the device is touched only once every input has passed

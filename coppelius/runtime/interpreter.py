@@ -17,7 +17,7 @@ from ..formats import certificate, checkpoint, faults, result, tokens as token_f
 from ..formats.elf import host_machine, read_host_elf
 from ..formats.program import walk
 from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
-from ..formats.step_size import step_size_host
+from ..formats.step_size import f32_word, step_size_host
 from .sections import RunTables
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
@@ -78,30 +78,55 @@ def device_factory(program: Program):
     return cuda
 
 
+def check_command_line(operation: str, validation_path: str | None, predict_from: str) -> None:
+    """The run's options that do not go together, refused before anything is read."""
+    if operation not in ("train", "predict"):
+        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
+    if operation == "train" and validation_path is None:
+        raise CoppeliusError("command line: --validation is missing; a train run scores the validation stream at "
+                             "every publication: give --validation VAL.bin (the workflow's tokens/val.bin)")
+    if operation == "predict" and validation_path is not None:
+        raise CoppeliusError("command line: --validation is for train runs; a predict run scores --tokens")
+    if predict_from not in ("start", "checkpoint"):
+        raise CoppeliusError(f"command line: --predict-from is {predict_from!r}; use start or checkpoint")
+
+
 class Run:
     def __init__(self, program: Program, device, checkpoint_path: str, tokens_path: str, out_dir: str,
-                 operation: str, progress=None):
+                 operation: str, progress=None, validation_path: str | None = None, predict_from: str = "start"):
+        check_command_line(operation, validation_path, predict_from)
         self.program, self.plan, self.device = program, program.plan, device
-        self.operation = operation
+        self.operation, self.predict_from = operation, predict_from
         self.out = Path(out_dir)
         self.checkpoint_path = Path(checkpoint_path)
         self.tokens_path = Path(tokens_path)
+        self.validation_path = Path(validation_path) if validation_path is not None else None
         self.progress = progress or (lambda record: None)
         self.header = self._check_checkpoint()
         self.stream = self._check_tokens()
+        self.validation_stream = self._check_validation()
         self.identity = self._run_identity()
         self.tables = program.tables
         self.buffers = self.tables.buffers
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
-        self.cursor, self.t, self.consecutive_skips = 0, 0, 0
+        self.cursor, self.epoch, self.t, self.consecutive_skips = 0, 0, 0, 0
+        self.train_position = None  # (stream, cursor, epoch) of the train stream during a validation pass
         self.issued = set()
         self.open_checkpoint = None
         self.record = {"format": result.FORMAT, "version": result.VERSION, "operation": operation,
                        "target": program.identity["target"], "plan_sha256": program.identity["plan_sha256"],
                        "host_elf_sha256": program.sha256, "tokens_per_step": self.plan["run"]["tokens_per_step"],
+                       "tokens": {"path": str(self.tokens_path), "count": len(self.stream)},
                        "checkpoint_in": {"path": str(self.checkpoint_path), "step": self.header["step"],
-                                         "cursor": self.header["cursor"]},
+                                         "cursor": self.header["cursor"], "epoch": self.header["epoch"]},
+                       "epoch": self.header["epoch"] if operation == "train" else 0,
                        "steps": [], "predict": [], "skipped": 0, "published": [], "status": "running"}
+        if operation == "train":
+            self.record["validation"] = {"path": str(self.validation_path), "contexts": self.plan["run"]["eval_contexts"],
+                                         "points": [], "seconds": 0.0}
+        else:
+            self.record["predict_from"] = {"from": predict_from, "cursor": self._first_cursor(
+                len(self.stream), self.header["cursor"] if predict_from == "checkpoint" else 0)}
 
     # ---------------------------------------------------------------- checks before any work
     def _check_checkpoint(self) -> dict:
@@ -117,27 +142,36 @@ class Run:
         checkpoint.verify_payload(self.checkpoint_path, header)
         return header
 
-    def _check_tokens(self) -> np.ndarray:
-        contract = self.plan["contracts"]["tokens"]
-        stream = token_file.read(self.tokens_path)
-        if self.operation == "train":
-            start, need = self.header["cursor"], contract["train_tokens_from_cursor"]
-        else:
-            start, need = 0, contract["predict_tokens"]
-        n = contract["context_tokens"] - 1
-        if start + need > len(stream):
-            run = self.plan["run"]
-            words = f"batch {run['batch']} x context {self.plan['model']['context']} = {n} tokens"
-            have = max(0, (len(stream) - start - 1) // n)
-            if self.operation == "train":
-                todo = (f"it holds {have} steps of {words} from cursor {start} and the run takes {(need - 1) // n}; "
-                        f"use a longer stream or rebuild with fewer steps")
-            else:
-                todo = (f"it holds {have} forward passes of {words} and the plan scores {(need - 1) // n}; "
-                        f"use a longer stream or rebuild with a lower eval_contexts")
-            raise CoppeliusError(f"{self.tokens_path}: token count is {len(stream)}: {todo}")
-        token_file.check_vocab(self.tokens_path, stream[start:start + need], contract["vocab"], start)
+    def _first_cursor(self, count: int, cursor: int) -> int:
+        """Where the first context is read: the cursor, or the stream's start when a context does not fit there."""
+        return cursor if cursor + self.plan["contracts"]["tokens"]["context_tokens"] <= count else 0
+
+    def _check_stream(self, path: Path, start: int, contexts: int) -> np.ndarray:
+        """A token stream holding at least one context, its ids below vocab wherever the run reads: from
+        `start` for `contexts` contexts, or the whole stream when the run goes round it."""
+        contract, run = self.plan["contracts"]["tokens"], self.plan["run"]
+        stream = token_file.read(path)
+        context = contract["context_tokens"]
+        if len(stream) < context:
+            raise CoppeliusError(f"{path}: token count is {len(stream)}, less than one context: batch {run['batch']} "
+                                 f"x context {self.plan['model']['context']} + 1 = {context} tokens; use a longer "
+                                 f"stream, or rebuild with a smaller batch or context")
+        start, end = self._first_cursor(len(stream), start), (context - 1) * contexts + 1
+        start, end = (start, start + end) if start + end <= len(stream) else (0, len(stream))
+        token_file.check_vocab(path, stream[start:end], contract["vocab"], start)
         return stream
+
+    def _check_tokens(self) -> np.ndarray:
+        run = self.plan["run"]
+        if self.operation == "train":
+            return self._check_stream(self.tokens_path, self.header["cursor"], run["steps"])
+        start = self.header["cursor"] if self.predict_from == "checkpoint" else 0
+        return self._check_stream(self.tokens_path, start, run["eval_contexts"])
+
+    def _check_validation(self) -> np.ndarray | None:
+        if self.validation_path is None:
+            return None
+        return self._check_stream(self.validation_path, 0, self.plan["run"]["eval_contexts"])
 
     def _run_identity(self) -> str:
         """The digest of everything that determines this run's checkpoints: its checkpoints live
@@ -157,9 +191,9 @@ class Run:
         self.device.allocate(int(run["arena_bytes"]), int(run["host_bytes"]))
         self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring"], s["step_words"],
                                  self.tables.plane_offsets, [b["offset"] for b in self.buffers.values()])
-        self.started = time.time()
+        self.started = self.last_step = time.time()
         self.checkpoint_file = open(self.checkpoint_path, "rb")
-        self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None
+        self.predictions = Publication(self.out / "predictions.bin")  # train: its first forward's
         try:
             for _, op, args in walk(self.tables.steps, self.operation):
                 if op != "operation":
@@ -213,14 +247,32 @@ class Run:
         self.buffer(buffer, 0, 4 * tokens)[:] = ids.view(np.uint8)
 
     def op_cursor_from_checkpoint(self):
-        self.cursor, self.t = self.header["cursor"], self.header["step"]
+        train = self.operation == "train"
+        self.cursor = self.header["cursor"] if train or self.predict_from == "checkpoint" else 0
+        self.t, self.epoch = self.header["step"], self.header["epoch"] if train else 0
 
     def op_cursor_advance(self, tokens):
         self.cursor += tokens
 
+    def op_cursor_wrap(self, tokens):
+        if self.cursor + tokens > len(self.stream):
+            self.cursor, self.epoch = 0, self.epoch + 1
+
+    def op_validation_begin(self):
+        self.train_position = (self.stream, self.cursor, self.epoch)
+        self.stream, self.cursor, self.epoch = self.validation_stream, 0, 0
+        self.validation_losses, self.validation_started = [], time.time()
+
+    def op_validation_end(self):
+        self.stream, self.cursor, self.epoch = self.train_position
+        validation = self.record["validation"]
+        validation["points"].append({"t": self.t, "loss": result.in_order_mean(self.validation_losses)})
+        validation["seconds"] += time.time() - self.validation_started
+
     def op_adamw_scalars(self):
         self.t += 1
-        self.device.patch_step_size(step_size_host(self.lr, self.beta1, self.beta2, self.t))
+        self.step_size = step_size_host(self.lr, self.beta1, self.beta2, self.t)
+        self.device.patch_step_size(self.step_size)
 
     def checkpoint_directory(self) -> Path:
         """This run's checkpoints: a folder named by the run's identity (host ELF, starting checkpoint,
@@ -277,7 +329,7 @@ class Run:
         publication, digest, written = self.open_checkpoint
         contract = self.plan["contracts"]["checkpoint"]
         header = checkpoint.header_for(contract["model"], contract["learner"], self.t, self.cursor,
-                                       payload_bytes=written[0], payload_sha256=digest.hexdigest())
+                                       payload_bytes=written[0], payload_sha256=digest.hexdigest(), epoch=self.epoch)
         encoded = checkpoint.encode_header(header)
         if publication.path.exists() and _head(publication.path, len(encoded)) != encoded:
             publication.__exit__(CoppeliusError, None, None)  # discards the temporary
@@ -294,11 +346,16 @@ class Run:
         faults.point("publish-renamed")
         directory = publication.path.parent
         self.record["published"].append(str(publication.path))
+        self.record["epoch"] = self.epoch
         try:
             publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
         except OSError as error:  # `latest` still names the previous checkpoint, which pruning has not touched
             self.publication_failed(error, f"the pointer {directory / 'latest'}")
         self.prune(directory)
+        try:  # what the run did until now, should it be killed before the next publication
+            result.write(self.out / "result.json", self.record | {"status": "interrupted"})
+        except OSError as error:
+            self.publication_failed(error, f"the result record {self.out / 'result.json'}")
 
     def prune(self, directory: Path):
         """Keep the newest `keep` steps of this run up to the one just published (step t); never a later step."""
@@ -315,7 +372,10 @@ class Run:
             loss = float(np.mean(losses, dtype=np.float64))
             self.record["skipped"] += skipped
             self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
-            entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": time.time() - self.started}
+            now = time.time()
+            took, self.last_step = now - self.last_step, now
+            entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": now - self.started, "epoch": self.epoch,
+                     "tokens_per_second": n / took if took > 0 else 0.0, "step_word": f32_word(self.step_size)}
             self.record["steps"].append(entry)
             self.progress(entry | {"steps": self.plan["run"]["steps"], "tokens": n})
             if self.consecutive_skips >= self.plan["run"]["max_skips"]:
@@ -330,7 +390,9 @@ class Run:
         loss = float(np.mean(self.buffer("report_losses", 0, 4 * n).view("<f4"), dtype=np.float64))
         if kind == "predict":
             self.record["predict"].append({"context": len(self.record["predict"]), "loss": loss})
-            self.record["mean_loss"] = float(np.mean([p["loss"] for p in self.record["predict"]]))
+            self.record["mean_loss"] = result.in_order_mean([p["loss"] for p in self.record["predict"]])
+        elif kind == "validation":
+            self.validation_losses.append(loss)
         else:
             self.record[f"{kind}_loss"] = loss
 
@@ -342,6 +404,9 @@ class Run:
         count = len(self.record["steps"]) or len(self.record["predict"])
         self.record["timestamps"] = {"started": self.started, "finished": time.time(), "seconds": elapsed}
         self.record["tokens_per_second"] = count * self.plan["run"]["tokens_per_step"] / elapsed if elapsed else 0.0
+        self.record["epoch"] = self.epoch
+        if self.operation == "train":
+            self.record["tokens_per_second_counts"] = result.RATE_COUNTS
 
 
 def _head(path: Path, count: int) -> bytes:
@@ -366,13 +431,14 @@ def progress_printer(stream=sys.stderr):
     return progress
 
 
-def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
-    if operation not in ("train", "predict"):
-        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
+def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
+        validation_path: str | None = None, predict_from: str = "start") -> dict:
+    check_command_line(operation, validation_path, predict_from)
     check_writable_folder(out_dir, "--out")
     program = Program(host_elf)
     make_device = device_factory(program)
-    runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer())  # checks inputs
+    runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer(),
+                 validation_path, predict_from)  # checks inputs
     runner.device = make_device()  # the device is touched only once every input has passed
     try:
         record = runner.execute()

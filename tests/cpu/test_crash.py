@@ -32,9 +32,10 @@ KILL_POINTS = [
 def killed_run(host: str, paths: dict, out: Path, kill_at: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COPPELIUS_KILL_AT": kill_at}
     if host == "native":
-        return execute(native(paths), paths["checkpoint"], paths["train"], out, env=env)
+        return execute(native(paths), paths["checkpoint"], paths["train"], out, env=env, validation=paths["val"])
     return subprocess.run([sys.executable, "-m", "coppelius", "run", "--host", "interpreter", paths["elf"], "--checkpoint",
-                           paths["checkpoint"], "--tokens", paths["train"], "--out", str(out)],
+                           paths["checkpoint"], "--tokens", paths["train"], "--validation", paths["val"], "--out",
+                           str(out)],
                           capture_output=True, text=True, env=env, timeout=300)
 
 

@@ -198,8 +198,8 @@ static int op_checkpoint_publish(run_state* r) {
         return fail(&r->f, "%s: the host program publishes a checkpoint it did not begin; " REBUILD_ELF, r->elf), 1;
     uint8_t header[CHECKPOINT_HEADER_BYTES], digest[32], existing[CHECKPOINT_HEADER_BYTES];
     sha256_final(&r->checkpoint_digest, digest);
-    checkpoint_encode_header(header, r->t, r->train.cursor, r->train.epoch, r->written, digest, r->model_json, r->run.model_json_bytes,
-                             r->learner_json, r->run.learner_json_bytes);
+    checkpoint_encode_header(header, r->t, r->train.cursor, r->train.epoch, r->written, digest, r->model_json,
+                             r->run.model_json_bytes, r->learner_json, r->run.learner_json_bytes);
     publication* p = &r->open_checkpoint;
     FILE* present = fopen(p->path, "rb");
     if (present) {

@@ -122,8 +122,8 @@ class Run:
                        "epoch": self.header["epoch"] if operation == "train" else 0,
                        "steps": [], "predict": [], "skipped": 0, "published": [], "status": "running"}
         if operation == "train":
-            self.record["validation"] = {"path": str(self.validation_path), "contexts": self.plan["run"]["eval_contexts"],
-                                         "points": [], "seconds": 0.0}
+            self.record["validation"] = {"path": str(self.validation_path), "points": [], "seconds": 0.0,
+                                         "contexts": self.plan["run"]["eval_contexts"]}
         else:
             self.record["predict_from"] = {"from": predict_from, "cursor": self._first_cursor(
                 len(self.stream), self.header["cursor"] if predict_from == "checkpoint" else 0)}

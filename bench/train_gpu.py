@@ -45,7 +45,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     plan = json.loads(Path(paths["plan"]).read_text())
     profile = None
     try:
-        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train").execute()
+        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train",
+                     validation_path=paths["val"]).execute()
         if profile_reps:
             from profile_gpu import profile_update
             profile = profile_update(device, plan, device.describe()["arch"], profile_reps)

@@ -26,7 +26,7 @@ def train(paths, checkpoint, out, device=None):
     program = Program(paths["elf"])
     device = device or device_factory(program)()
     try:
-        return Run(program, device, checkpoint, paths["train"], out, "train").execute()
+        return Run(program, device, checkpoint, paths["train"], out, "train", validation_path=paths["val"]).execute()
     finally:
         device.close()
 

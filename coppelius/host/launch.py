@@ -24,7 +24,8 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, ope
         host: str = "native", validation_path: str | None = None, predict_from: str = "start") -> dict:
     """Run a host ELF: natively, or (host "interpreter", and for GPU targets) by the Python interpreter,
     the reference host the native run is checked against."""
-    from ..runtime.interpreter import check_command_line, run as interpret
+    from ..runtime.interpreter import run as interpret
+    from ..runtime.streams import check_command_line
     check_command_line(operation, validation_path, predict_from)
     elf = read_host_elf(host_elf)  # a missing, damaged or tampered file is refused here, in one line
     if elf.identity.get("target") != "cpu" or host == "interpreter":

@@ -13,12 +13,13 @@ import numpy as np
 
 from ..errors import CoppeliusError
 from .. import canonical
-from ..formats import certificate, checkpoint, faults, result, tokens as token_file
+from ..formats import certificate, checkpoint, faults, result
 from ..formats.elf import host_machine, read_host_elf
 from ..formats.program import walk
 from ..formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
 from ..formats.step_size import f32_word, step_size_host
 from .sections import RunTables
+from .streams import check_command_line, check_stream, first_cursor
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
             "buffers", "run", "step_words", "certificate")
@@ -78,19 +79,6 @@ def device_factory(program: Program):
     return cuda
 
 
-def check_command_line(operation: str, validation_path: str | None, predict_from: str) -> None:
-    """The run's options that do not go together, refused before anything is read."""
-    if operation not in ("train", "predict"):
-        raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
-    if operation == "train" and validation_path is None:
-        raise CoppeliusError("command line: --validation is missing; a train run scores the validation stream at "
-                             "every publication: give --validation VAL.bin (the workflow's tokens/val.bin)")
-    if operation == "predict" and validation_path is not None:
-        raise CoppeliusError("command line: --validation is for train runs; a predict run scores --tokens")
-    if predict_from not in ("start", "checkpoint"):
-        raise CoppeliusError(f"command line: --predict-from is {predict_from!r}; use start or checkpoint")
-
-
 class Run:
     def __init__(self, program: Program, device, checkpoint_path: str, tokens_path: str, out_dir: str,
                  operation: str, progress=None, validation_path: str | None = None, predict_from: str = "start"):
@@ -125,8 +113,8 @@ class Run:
             self.record["validation"] = {"path": str(self.validation_path), "points": [], "seconds": 0.0,
                                          "contexts": self.plan["run"]["eval_contexts"]}
         else:
-            self.record["predict_from"] = {"from": predict_from, "cursor": self._first_cursor(
-                len(self.stream), self.header["cursor"] if predict_from == "checkpoint" else 0)}
+            start = self.header["cursor"] if predict_from == "checkpoint" else 0
+            self.record["predict_from"] = {"from": predict_from, "cursor": first_cursor(self.plan, self.stream, start)}
 
     # ---------------------------------------------------------------- checks before any work
     def _check_checkpoint(self) -> dict:
@@ -142,36 +130,17 @@ class Run:
         checkpoint.verify_payload(self.checkpoint_path, header)
         return header
 
-    def _first_cursor(self, count: int, cursor: int) -> int:
-        """Where the first context is read: the cursor, or the stream's start when a context does not fit there."""
-        return cursor if cursor + self.plan["contracts"]["tokens"]["context_tokens"] <= count else 0
-
-    def _check_stream(self, path: Path, start: int, contexts: int) -> np.ndarray:
-        """A token stream holding at least one context, its ids below vocab wherever the run reads: from
-        `start` for `contexts` contexts, or the whole stream when the run goes round it."""
-        contract, run = self.plan["contracts"]["tokens"], self.plan["run"]
-        stream = token_file.read(path)
-        context = contract["context_tokens"]
-        if len(stream) < context:
-            raise CoppeliusError(f"{path}: token count is {len(stream)}, less than one context: batch {run['batch']} "
-                                 f"x context {self.plan['model']['context']} + 1 = {context} tokens; use a longer "
-                                 f"stream, or rebuild with a smaller batch or context")
-        start, end = self._first_cursor(len(stream), start), (context - 1) * contexts + 1
-        start, end = (start, start + end) if start + end <= len(stream) else (0, len(stream))
-        token_file.check_vocab(path, stream[start:end], contract["vocab"], start)
-        return stream
-
     def _check_tokens(self) -> np.ndarray:
         run = self.plan["run"]
         if self.operation == "train":
-            return self._check_stream(self.tokens_path, self.header["cursor"], run["steps"])
+            return check_stream(self.plan, self.tokens_path, self.header["cursor"], run["steps"])
         start = self.header["cursor"] if self.predict_from == "checkpoint" else 0
-        return self._check_stream(self.tokens_path, start, run["eval_contexts"])
+        return check_stream(self.plan, self.tokens_path, start, run["eval_contexts"])
 
     def _check_validation(self) -> np.ndarray | None:
         if self.validation_path is None:
             return None
-        return self._check_stream(self.validation_path, 0, self.plan["run"]["eval_contexts"])
+        return check_stream(self.plan, self.validation_path, 0, self.plan["run"]["eval_contexts"])
 
     def _run_identity(self) -> str:
         """The digest of everything that determines this run's checkpoints: its checkpoints live

@@ -12,7 +12,7 @@
 
 #define REBUILD_ELF "rebuild the host ELF with `snakemake`"
 
-double run_clock(void) {
+double run_clock(void) {  // seconds since the epoch, as Python's time.time()
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;

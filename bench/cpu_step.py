@@ -60,7 +60,8 @@ def write_tables(paths: dict, out: Path) -> None:
 def full_run(paths: dict, out: Path, threads: int) -> dict:
     """The whole native run, as the workflow's train rule executes it: the host ELF from the elf stage."""
     started = time.perf_counter()
-    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--out", str(out)],
+    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
+                    paths["val"], "--out", str(out)],
                    check=True, capture_output=True, env=os.environ | {"COPPELIUS_THREADS": str(threads)})
     wall = time.perf_counter() - started
     return json.loads((out / "result.json").read_text()) | {"wall": wall}

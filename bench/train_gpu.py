@@ -54,8 +54,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     os.chdir(work)
     paths = build_chain(config, work / model)
     native_out = work / f"{model}-native"
-    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--out",
-                    str(native_out)], check=True, env={})  # a clean environment: nothing but the driver
+    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
+                    paths["val"], "--out", str(native_out)], check=True, env={})  # a clean environment: the driver only
     native = result.read(native_out / "result.json")
     program = Program(paths["elf"])
     device = CudaDevice()
@@ -63,7 +63,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     plan = json.loads(Path(paths["plan"]).read_text())
     profile = None
     try:
-        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train").execute()
+        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train",
+                     validation_path=paths["val"]).execute()
         if profile_reps:
             from profile_gpu import profile_update
             profile = profile_update(device, plan, device.describe()["arch"], profile_reps)

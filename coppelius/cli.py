@@ -72,7 +72,7 @@ def _elf(a):
 
 def _run(a):
     from .host.launch import run
-    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation)
+    record = run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation, a.validation, a.predict_from)
     if a.operation == "train":
         log.info("run: %d steps, first loss %.4f, last %.4f, %d skipped, %.0f tokens/s; published %s",
                  len(record["steps"]), record["steps"][0]["loss"], record["steps"][-1]["loss"], record["skipped"],
@@ -142,7 +142,10 @@ COMMANDS = [
     ("run", "run a host ELF: train, or predict only", _run,
      [("host_elf", {}), "--checkpoint", "--tokens",
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
-      ("--operation", {"default": "train", "choices": ["train", "predict"]})]),
+      ("--operation", {"default": "train", "choices": ["train", "predict"]}),
+      ("--validation", {"help": "train: the validation token file, scored at every publication"}),
+      ("--predict-from", {"default": "start", "choices": ["start", "checkpoint"],
+                          "help": "predict: score from the stream's start or from the checkpoint's cursor"})]),
     ("sample", "generate text from a checkpoint: the host ELF's generate operation", _sample,
      [("host_elf", {}), "--checkpoint",
       ("--prompt", {"help": "the prompt's text (byte-level models: its bytes are the ids)"}),

@@ -18,7 +18,7 @@ def describe(path: str) -> list[str]:
         checkpoint.verify_payload(path, h)
         m = h["model"]
         return [f"{path}: checkpoint (header verified, payload verified: each against its sha256)",
-                f"step {h['step']}, cursor {h['cursor']}",
+                f"step {h['step']}, cursor {h['cursor']}, epoch {h['epoch']}",
                 f"model: vocab {m['vocab']}, context {m['context']}, width {m['width']}, {m['layers']} layers, {m['heads']} heads",
                 f"learner: {', '.join(f'{k} {v}' for k, v in sorted(h['learner'].items()))}",
                 f"payload: {h['payload_bytes']:,} bytes, sha256 {h['payload_sha256']}",
@@ -40,6 +40,12 @@ def describe(path: str) -> list[str]:
         if r["steps"]:
             lines.append(f"steps {r['steps'][0]['t']}..{r['steps'][-1]['t']}: loss {r['steps'][0]['loss']:.4f} -> "
                          f"{r['steps'][-1]['loss']:.4f}, {r['skipped']} skipped, {r.get('tokens_per_second', 0):,.0f} tokens/s")
+        if r.get("validation", {}).get("points"):
+            points = r["validation"]["points"]
+            lines.append(f"validation ({r['validation']['contexts']} contexts): " +
+                         ", ".join(f"step {p['t']} loss {p['loss']:.4f}" for p in points))
+        if r["operation"] == "train":
+            lines.append(f"epochs: {r['epoch']} over {r['tokens']['count']:,} tokens")
         if r["predict"]:
             lines.append(f"predicted {len(r['predict'])} contexts, mean loss {r['mean_loss']:.4f}")
         return lines + [f"published: {p}" for p in r["published"]]

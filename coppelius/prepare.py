@@ -75,18 +75,14 @@ def check_inputs(config) -> None:
     count = stream_length(config)
     if count < 2 * VALIDATION_PART:
         raise CoppeliusError(f"config: the {source} holds {count} tokens; give one with at least {2 * VALIDATION_PART}")
-    train, validation = split_lengths(count)
+    # the run goes round a stream as often as steps or eval_contexts take (epochs): each stream needs one context
     batch, context = config.run.batch, config.model.context
-    per_step = batch * context  # one step reads batch x context tokens (plus the last one's target)
-    words = f"batch {batch} x context {context} = {per_step:,} tokens"
-    if config.run.steps * per_step + 1 > train:
-        raise CoppeliusError(f"config: key 'steps' is {config.run.steps}; the train stream of the {source} holds "
-                             f"{train:,} tokens, enough for {max(0, (train - 1) // per_step)} steps of {words}: "
-                             f"lower steps or batch, or give a larger corpus")
-    if config.run.eval_contexts * per_step + 1 > validation:
-        raise CoppeliusError(f"config: key 'eval_contexts' is {config.run.eval_contexts}; the validation stream "
-                             f"(the last tenth of the {source}) holds {validation:,} tokens, enough for "
-                             f"{max(0, (validation - 1) // per_step)} forward passes of {words}: lower eval_contexts")
+    need = batch * context + 1  # one step reads batch x context tokens, plus the last one's target
+    for stream, held in zip(("train stream", "validation stream (the last tenth)"), split_lengths(count)):
+        if held < need:
+            raise CoppeliusError(f"config: key 'batch' is {batch}; the {stream} of the {source} holds {held:,} tokens, "
+                                 f"less than one context of batch {batch} x context {context} + 1 = {need:,}: lower "
+                                 f"batch or context, or give a larger corpus")
 
 
 def prepare(train_path: str, val_path: str, corpus: str | None = None, tokens: str | None = None) -> dict:

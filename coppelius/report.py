@@ -10,14 +10,28 @@ from .plan.arena import show
 from .stages import load_plan
 
 
+def smoothed(values: list[float], weight: float = 0.9) -> list[float]:
+    """An exponential moving average with its start-up bias removed (as TensorBoard's smoothing)."""
+    out, average = [], 0.0
+    for k, value in enumerate(values, 1):
+        average = weight * average + (1 - weight) * value
+        out.append(average / (1 - weight ** k))
+    return out
+
+
 def loss_plot(train: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     steps = [s["t"] for s in train["steps"] if not s["skipped"]]
     losses = [s["loss"] for s in train["steps"] if not s["skipped"]]
+    points = train.get("validation", {}).get("points", [])
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot(steps, losses, lw=1, label="train loss (per step)")
+    ax.plot(steps, losses, lw=0.8, alpha=0.35, color="C0", label="train loss (per step)")
+    ax.plot(steps, smoothed(losses), lw=1.5, color="C0", label="train loss (smoothed)")
+    if points:
+        ax.plot([p["t"] for p in points], [p["loss"] for p in points], "o-", color="C1", ms=4,
+                label=f"validation loss ({train['validation']['contexts']} contexts)")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats)")
     ax.set_title(f"{train['target']}: {len(train['steps'])} steps, {train.get('tokens_per_second', 0):,.0f} tokens/s")
@@ -51,10 +65,13 @@ def summary(train: dict, evaluation: dict, plan: dict, sample: bytes | None = No
         ("steps", f"{len(train['steps'])} (t {train['steps'][0]['t'] if train['steps'] else '-'}.."
                   f"{train['steps'][-1]['t'] if train['steps'] else '-'}), {train['skipped']} skipped"),
         ("tokens per step", f"{plan['run']['tokens_per_step']:,}"),
-        ("tokens/s", f"{train.get('tokens_per_second', 0):,.0f}"),
+        ("tokens/s", f"{train.get('tokens_per_second', 0):,.0f} ({train.get('tokens_per_second_counts', '')})"),
+        ("epochs", f"{train['epoch']} passes over the {train['tokens']['count']:,}-token train stream"),
         ("first step's train loss", f"{first:.4f}"),
         ("last step's train loss", f"{last:.4f} ({100 * (first - last) / first:.1f}% below the first)"),
         ("final forward loss (last context)", f"{train.get('final_loss', math.nan):.4f}"),
+        ("validation loss during training", ", ".join(f"{p['loss']:.4f} (step {p['t']})"
+                                                      for p in train.get("validation", {}).get("points", []))),
         ("validation loss", f"{evaluation.get('mean_loss', math.nan):.4f} over {len(evaluation['predict'])} contexts"),
         ("status", train["status"]),
         ("checkpoints published", f"{len(train['published'])}"),

@@ -326,8 +326,9 @@ def well_formed(plan: dict) -> None:
 def trace_limit(plan: dict) -> int:
     run = plan["run"]
     chunks = -(-12 * parameter_count(plan) // max(1, run["staging_bytes"]))
+    # each publication also scores eval_contexts contexts of the validation stream
     return 16 * (len(plan["program"]) + 8 * run["steps"] + 8 * run["eval_contexts"] +
-                 (run["steps"] // max(1, run["interval"]) + 2) * (2 * chunks + 4) + 64)
+                 (run["steps"] // max(1, run["interval"]) + 2) * (2 * chunks + 4 + 8 * run["eval_contexts"]) + 64)
 
 
 def trace(plan: dict, operation: str) -> list[tuple[int, str, dict]]:

@@ -196,7 +196,8 @@ def _publication(plan, window, parts, part, payload, names) -> int:
         m.arena.write(base, base + part, "checkpoint", first)
     for pc, op, args in window[1:]:
         where = f"publication at host step {begin}, step {pc}"
-        if op in ("adamw-scalars", "cursor-advance", "cursor-from-checkpoint", "read-at-cursor"):
+        if op in ("adamw-scalars", "cursor-advance", "cursor-wrap", "cursor-from-checkpoint", "read-at-cursor",
+                  "validation-begin", "validation-end"):
             raise Refusal(f"{where}: {op} inside the publication; the header's step and cursor would not match "
                           f"the bytes")
         if op in ("submit", "reissue"):

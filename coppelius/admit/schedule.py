@@ -1,5 +1,6 @@
 """Schedule checks: the host program issues exactly the run's submissions, every update takes a
-fresh context, and every host access stays inside its buffer. The checkpoint's byte provenance is
+fresh context that never straddles the stream's end (the cursor wraps to its start, llm.c's
+epochs), and every host access stays inside its buffer. The checkpoint's byte provenance is
 provenance.py; reissues and the realized tables, realized.py.
 
 Each check reads the plan's host program expanded as the runtime runs it (common.trace: the one
@@ -25,9 +26,10 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     loads = {f"{kind}_{k}": (1, "once per checkpoint chunk") for k in range(chunks)
              for kind in ("load_stage", "load_scatter")}
     first = {"initialize": (1, "once")} | loads
+    scored = 2 + publications * run["eval_contexts"]
+    why = f"the loss before and after training, and eval_contexts at each of {publications} publications"
     return {
-        "train": first | {"forward": (2, "the loss before and after training"), "update": (run["steps"], "steps"),
-                          "restore": (2, "the loss before and after training")}
+        "train": first | {"forward": (scored, why), "update": (run["steps"], "steps"), "restore": (scored, why)}
         | {f"gather_{k}": (publications, f"{publications} publications (steps / interval)") for k in range(chunks)},
         "predict": first | {"forward": (run["eval_contexts"], "eval_contexts"),
                             "restore": (run["eval_contexts"], "eval_contexts")},
@@ -75,17 +77,26 @@ def _context_takes(piece: dict, n: int) -> str:
     return takes["tokens"]["src"]["buffer"]
 
 
+class _Cursor:
+    """What admission knows of one stream's cursor: the moves since the last context was taken, and
+    whether a cursor-wrap of enough tokens has run since it last moved (or was set from a checkpoint)."""
+
+    def __init__(self, room: int):
+        self.moves, self.room = [], room  # room: tokens known to fit at the cursor before the end
+
+    def move(self, tokens: int):
+        self.moves.append(tokens)
+        self.room = 0
+
+
 def check_steps_fresh(plan, realization, realized, profile):
     run, names = plan["run"], _names(plan)
-    n, steps = run["tokens_per_step"], run["steps"]
+    n, steps, contexts = run["tokens_per_step"], run["steps"], run["eval_contexts"]
     if n != run["batch"] * plan["model"]["context"]:
         raise Refusal(f"tokens_per_step is {n}, batch x context is {run['batch'] * plan['model']['context']}")
     tokens = plan["contracts"]["tokens"]
-    want = {"train_tokens_from_cursor": steps * n + 1, "predict_tokens": run["eval_contexts"] * n + 1,
-            "context_tokens": n + 1}
-    for key, value in want.items():
-        if tokens.get(key) != value:
-            raise Refusal(f"the token contract's {key} is {tokens.get(key)}; the run reads {value}")
+    if tokens.get("context_tokens") != n + 1:
+        raise Refusal(f"the token contract's context_tokens is {tokens.get('context_tokens')}; the run reads {n + 1}")
     index = {name: i for i, name in enumerate(names)}
     for name in ("forward", "update"):
         if name not in index:
@@ -93,79 +104,114 @@ def check_steps_fresh(plan, realization, realized, profile):
     source = {name: _context_takes(plan["pieces"][index[name]], n) for name in ("forward", "update")}
     clobbers = {i: {c["dst"]["buffer"] for c in p["commands"] if c["op"] == "d2h"}
                 for i, p in enumerate(plan["pieces"])}
+    publications = steps // run["interval"]
 
     for operation in ("train", "predict"):  # generate reads no token stream (schedule-generate)
-        known, d, t, moves, scalars, done, furthest = operation == "predict", 0, 0, [], 0, 0, 0
-        held: dict[str, tuple[int, int] | None] = {}  # buffer -> (cursor offset, tokens) read there
-        what = "update" if operation == "train" else "forward"
+        # the train stream's cursor is unknown until set from the checkpoint; a validation pass starts
+        # at 0, where the run has checked that one context fits
+        cursor, saved, validating, passes = None, None, None, 0
+        t, scalars, done, scored = 0, 0, 0, 0  # scored: contexts scored (predict, or this validation pass)
+        held: dict[str, tuple[int, int] | None] = {}  # buffer -> (context number, tokens) read there
+        taken = 0  # contexts read at the cursor so far, on any stream
         for pc, op, args in trace(plan, operation):
             at = f"{operation} host step {pc}"
             if op == "cursor-from-checkpoint":
-                if operation == "predict" or known:
-                    how = "in predict" if operation == "predict" else "twice"
-                    raise Refusal(f"{at}: cursor-from-checkpoint {how}; "
-                                  f"the cursor is set once, from the checkpoint, before training (predict starts at 0)")
-                known, d, t = True, 0, 0
+                if cursor is not None or validating is not None:
+                    raise Refusal(f"{at}: cursor-from-checkpoint {'twice' if cursor else 'in a validation pass'}; "
+                                  f"the cursor is set once, from the checkpoint, before any context is read")
+                cursor = _Cursor(0)  # any cursor: the next context may not fit
+            elif op in ("cursor-advance", "cursor-wrap", "read-at-cursor") and cursor is None:
+                raise Refusal(f"{at}: {op} before the cursor is set from the checkpoint")
             elif op == "cursor-advance":
-                if not known:
-                    raise Refusal(f"{at}: the cursor moves before it is set from the checkpoint")
-                moves.append(args["tokens"])
-                d += args["tokens"]
+                cursor.move(args["tokens"])
+            elif op == "cursor-wrap":
+                cursor.room = max(cursor.room, args["tokens"])
             elif op == "read-at-cursor":
-                if not known:
-                    raise Refusal(f"{at}: reads at the cursor before it is set from the checkpoint")
-                held[args["buffer"]] = (d, args["tokens"])
-                furthest = max(furthest, d + args["tokens"])
+                if args["tokens"] > cursor.room:
+                    raise Refusal(f"{at}: reads {args['tokens']} tokens at the cursor with no cursor-wrap of as many "
+                                  f"since it moved (it wraps for {cursor.room}); a context could straddle the "
+                                  f"stream's end")
+                taken += 1
+                held[args["buffer"]] = (taken, args["tokens"])
             elif op in ("fill", "read"):
                 held[args["buffer"]] = None
+            elif op == "validation-begin":
+                if operation == "predict" or validating is not None:
+                    raise Refusal(f"{at}: validation-begin {'in predict' if operation == 'predict' else 'twice'}; "
+                                  f"a train run scores the validation stream between its updates")
+                saved, cursor, validating, scored = cursor, _Cursor(n + 1), pc, 0
+            elif op == "validation-end":
+                if validating is None:
+                    raise Refusal(f"{at}: validation-end with no validation-begin before it")
+                if scored != contexts:
+                    raise Refusal(f"{at}: the validation pass begun at host step {validating} scores {scored} "
+                                  f"contexts; the run scores eval_contexts = {contexts}")
+                cursor, validating, passes = saved, None, passes + 1
             elif op == "adamw-scalars":
-                if operation == "predict":
-                    raise Refusal(f"{at}: adamw-scalars in predict; predicting never steps the optimizer")
+                if operation == "predict" or validating is not None:
+                    raise Refusal(f"{at}: adamw-scalars in {operation if validating is None else 'validation'}; "
+                                  f"scoring never steps the optimizer")
                 scalars += 1
                 t += 1
-            elif op == "checkpoint-publish" and (d != done * n or t != done):
-                raise Refusal(f"{at}: the checkpoint is published after {done} updates with the cursor at +{d} and "
-                              f"step +{t}; a continuation from it needs cursor +{done * n} and step +{done}")
+            elif op in ("checkpoint-begin", "checkpoint-publish") and validating is not None:
+                raise Refusal(f"{at}: {op} inside the validation pass begun at host step {validating}")
+            elif op == "checkpoint-publish" and (t != done or (done and (cursor.moves != [n] or cursor.room < n + 1))):
+                raise Refusal(f"{at}: the checkpoint is published after {done} updates with step +{t} and the cursor "
+                              f"moved by {cursor.moves} (wrapped for {cursor.room}) since the last; a continuation "
+                              f"from it needs step +{done} and the cursor at the next context: one move of {n} "
+                              f"tokens and a cursor-wrap of {n + 1}")
+            elif op == "record-stat" and args["kind"] in ("predict", "validation"):
+                if (args["kind"] == "validation") != (validating is not None):
+                    raise Refusal(f"{at}: record-stat {args['kind']} "
+                                  f"{'outside' if validating is None else 'inside'} a validation pass")
             elif op in ("submit", "reissue"):
                 ring = args["ring"]
                 name = names[ring]
-                if name == "update" and operation == "predict":
-                    raise Refusal(f"{at}: predict issues an update")
-                if name == what:
-                    k = done + 1
-                    label = f"{operation} {what} {k} ({at})"
-                    need = [] if done == 0 else [n]
-                    if moves != need:
-                        since = "it was set" if done == 0 else f"{what} {done}"
-                        rule = "no move before the first" if done == 0 else f"one move of {n} tokens"
-                        raise Refusal(f"{label}: the cursor moved by {moves} since {since}; each {what} takes the "
-                                      f"next context, {rule}")
-                    if operation == "train" and scalars != 1:
+                if name == "update" and (operation == "predict" or validating is not None):
+                    raise Refusal(f"{at}: {'predict' if validating is None else 'a validation pass'} issues an update")
+                scoring = operation == "predict" or validating is not None
+                what = "forward" if scoring else "update"
+                if name == what and (scoring or op == "submit"):
+                    k = (scored if scoring else done) + 1
+                    label = (f"{operation} {what} {k} ({at})" if validating is None else
+                             f"validation forward {k} of the pass at host step {validating} ({at})")
+                    need = [] if k == 1 else [n]
+                    if cursor.moves != need:
+                        since = "it was set" if k == 1 else f"{what} {k - 1}"
+                        rule = "no move before the first" if k == 1 else f"one move of {n} tokens"
+                        raise Refusal(f"{label}: the cursor moved by {cursor.moves} since {since}; each {what} takes "
+                                      f"the next context, {rule}")
+                    if not scoring and scalars != 1:
                         raise Refusal(f"{label}: adamw-scalars ran {scalars} times since the last update; the step "
                                       f"count t must advance exactly once per update")
                     got = held.get(source[name])
-                    if got != (d, n + 1):
+                    if got != (taken, n + 1):
                         if got is None:
                             why = f"host buffer {source[name]} holds no context read at the cursor"
-                        elif got[0] != d:
-                            why = (f"its context was read at cursor +{got[0]}, the cursor is at +{d} "
-                                   f"(read before the move)")
+                        elif got[0] != taken:
+                            why = "its context was read before the cursor's last context (read before the move)"
                         else:
                             why = f"its context is {got[1]} tokens, one context is {n + 1} (n + 1 for the targets)"
                         raise Refusal(f"{label}: {why}")
-                    done, moves, scalars = k, [], 0
+                    cursor.moves = []
+                    if scoring:
+                        scored = k
+                    else:
+                        done, scalars = k, 0
                 elif name == "forward" and operation == "train" and held.get(source[name]) is None:
                     raise Refusal(f"{at}: forward issued with no context read at the cursor in {source[name]}")
                 for buffer in clobbers[ring]:
                     held[buffer] = None
-        count = steps if operation == "train" else run["eval_contexts"]
-        if done != count:
-            raise Refusal(f"{operation} issues {done} {what}s taking fresh contexts; the run needs {count}")
-        limit = want["train_tokens_from_cursor" if operation == "train" else "predict_tokens"]
-        if furthest > limit:
-            raise Refusal(f"{operation} reads tokens up to cursor +{furthest}; the token contract gives {limit}")
+        count, what, got = (steps, "update", done) if operation == "train" else (contexts, "forward", scored)
+        if got != count:
+            raise Refusal(f"{operation} issues {got} {what}s taking fresh contexts; the run needs {count}")
+        if operation == "train" and passes != publications:
+            raise Refusal(f"train runs {passes} validation passes; the run scores one at each of its {publications} "
+                          f"publications")
     return (f"{steps} updates each take the next {n}-token context, after exactly one cursor move and one step "
-            f"count; checkpoints carry cursor +{n}t; predict reads {run['eval_contexts']} fresh contexts")
+            f"count; every context is read after a cursor-wrap, so none straddles the stream's end; checkpoints "
+            f"carry the next context's cursor; {publications} validation passes and predict each score "
+            f"{contexts} fresh contexts")
 
 
 # ---------------------------------------------------------------------------- request

@@ -1,18 +1,18 @@
 """The checkpoint: a 4096-byte header, then the payload (fp32 master weights, AdamW m, AdamW v).
 
-Header, version 2, little-endian, every field at a fixed offset so that the C host runtime reads
+Header, version 3, little-endian, every field at a fixed offset so that the C host runtime reads
 it without a JSON parser:
 
     offset  bytes  field
          0      8  magic b"COPPCKPT"
-         8      4  uint32 version (2)
+         8      4  uint32 version (3; older versions are refused)
         12      4  uint32 length of the description JSON at offset 112
         16      8  uint64 step: AdamW steps already taken (t)
         24      8  uint64 cursor: token offset of the next training context
         32      8  uint64 payload bytes
         40     32  sha256 of the payload
         72     32  sha256 of the whole 4096-byte header with these 32 bytes zeroed
-       104      8  zero
+       104      8  uint64 epoch: times the cursor has gone round the train stream (new in version 3)
        112      n  description: canonical JSON {"format", "learner", "model", "parts"}
      112+n          zero padding to 4096
 
@@ -33,20 +33,21 @@ from ..errors import CoppeliusError
 from .publish import Publication
 
 MAGIC = b"COPPCKPT"
-VERSION = 2
+VERSION = 3
 HEADER_BYTES = 4096
 PARTS = ("params", "m", "v")
-FIXED = struct.Struct("<8sIIQQQ32s32s8x")  # magic .. header digest; the description follows
+FIXED = struct.Struct("<8sIIQQQ32s32sQ")  # magic .. header digest, epoch; the description follows
 DIGEST_AT = 72  # offset of the header digest
 CORRUPT = "the checkpoint is corrupt: use an earlier published checkpoint"
 
 
 def header_for(model: dict, learner: dict, step: int, cursor: int, payload: bytes | None = None,
-               payload_bytes: int = 0, payload_sha256: str = "") -> dict:
+               payload_bytes: int = 0, payload_sha256: str = "", epoch: int = 0) -> dict:
     if payload is not None:
         payload_bytes, payload_sha256 = len(payload), hashlib.sha256(payload).hexdigest()
     return {"format": "coppelius-checkpoint", "model": model, "learner": learner, "step": step,
-            "cursor": cursor, "parts": list(PARTS), "payload_bytes": payload_bytes, "payload_sha256": payload_sha256}
+            "cursor": cursor, "epoch": epoch, "parts": list(PARTS), "payload_bytes": payload_bytes,
+            "payload_sha256": payload_sha256}
 
 
 def description(header: dict) -> bytes:
@@ -58,7 +59,7 @@ def encode_header(header: dict) -> bytes:
     if FIXED.size + len(body) > HEADER_BYTES:
         raise ValueError("checkpoint header too large")
     fixed = FIXED.pack(MAGIC, VERSION, len(body), header["step"], header["cursor"], header["payload_bytes"],
-                       bytes.fromhex(header["payload_sha256"]), b"\0" * 32)
+                       bytes.fromhex(header["payload_sha256"]), b"\0" * 32, header.get("epoch", 0))
     data = bytearray((fixed + body).ljust(HEADER_BYTES, b"\0"))
     data[DIGEST_AT:DIGEST_AT + 32] = hashlib.sha256(data).digest()
     return bytes(data)
@@ -67,7 +68,7 @@ def encode_header(header: dict) -> bytes:
 def write(path: str | Path, header: dict, payload: bytes) -> None:
     with Publication(path) as out:
         out.file.write(encode_header(header_for(header["model"], header["learner"], header["step"],
-                                                header["cursor"], payload)))
+                                                header["cursor"], payload, epoch=header.get("epoch", 0))))
         out.file.write(payload)
 
 
@@ -85,7 +86,7 @@ def decode_header(path, head: bytes) -> dict:
     if len(head) < HEADER_BYTES:
         raise CoppeliusError(f"{path}: the header is {len(head)} bytes, not {HEADER_BYTES}; "
                              f"the file is truncated: use an earlier published checkpoint")
-    _, _, length, step, cursor, payload_bytes, payload_sha, stored = FIXED.unpack_from(head)
+    _, _, length, step, cursor, payload_bytes, payload_sha, stored, epoch = FIXED.unpack_from(head)
     zeroed = head[:DIGEST_AT] + b"\0" * 32 + head[DIGEST_AT + 32:HEADER_BYTES]
     actual = hashlib.sha256(zeroed).digest()
     if actual != stored:
@@ -100,7 +101,7 @@ def decode_header(path, head: bytes) -> dict:
             raise ValueError("model and learner must be mappings")
     except ValueError:
         raise CoppeliusError(f"{path}: the header's description is unreadable; {CORRUPT}")
-    return header | {"step": step, "cursor": cursor, "payload_bytes": payload_bytes,
+    return header | {"step": step, "cursor": cursor, "epoch": epoch, "payload_bytes": payload_bytes,
                      "payload_sha256": payload_sha.hex(), "header_sha256": stored.hex()}
 
 

@@ -11,13 +11,18 @@ table `program` that the run reads, and `decode` reads it back (docs/formats.md,
                            of a generate run, the run's --new-tokens N; 0 times in train and predict)
   read {file, offset, buffer, bytes}        checkpoint payload bytes at offset -> host buffer
   read-at-cursor {buffer, tokens}           `tokens` token ids at the cursor -> host buffer (int32)
-  cursor-from-checkpoint {}                 cursor and step count <- the checkpoint's header
+  cursor-from-checkpoint {}                 cursor, epoch and step count <- the checkpoint's header (predict:
+                                            the cursor is 0 unless the run scores from the checkpoint's cursor)
   cursor-advance {tokens}
+  cursor-wrap {tokens}                      when `tokens` tokens at the cursor would run past the stream's end:
+                                            cursor <- 0, epoch += 1 (llm.c's loader: a context never straddles)
+  validation-begin {}                       the cursor steps act on the validation stream, from its start
+  validation-end {}                         record (t, mean of the validation losses); back to the train stream
   adamw-scalars {}                          t += 1; patch the step-size word of every AdamW launch
   write {file, offset, buffer, bytes}       host buffer -> the open output (offset null: append)
   fill {buffer, offset, bytes, value}
   checkpoint-begin {} / checkpoint-publish {}
-  record-stat {kind}                        initial | step | final | predict
+  record-stat {kind}                        initial | step | final | predict | validation
   write-status {} / write-timestamps {}
   operation {predict, generate}             train goes on; predict and generate jump to their step
   sample-context {buffer, tokens}           the generation window (the last <= `tokens` ids) -> buffer (int32)
@@ -40,15 +45,16 @@ VOCABULARY: dict[str, dict[str, type | tuple]] = {
     "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str},
     "write-status": {}, "write-timestamps": {}, "operation": {"predict": int, "generate": int}, "end": {},
     "sample-context": {"buffer": str, "tokens": int}, "sample-token": {"buffer": str, "tokens": int, "bytes": int},
-    "write-sample": {},
+    "write-sample": {}, "cursor-wrap": {"tokens": int}, "validation-begin": {}, "validation-end": {},
 }
 # The binary op codes, written out: a code never changes; a new op takes the next free one.
 CODES = {"submit": 1, "reissue": 2, "repeat": 3, "read": 4, "read-at-cursor": 5, "cursor-from-checkpoint": 6,
          "cursor-advance": 7, "adamw-scalars": 8, "write": 9, "fill": 10, "checkpoint-begin": 11,
          "checkpoint-publish": 12, "record-stat": 13, "write-status": 14, "write-timestamps": 15, "operation": 16,
-         "end": 17, "sample-context": 18, "sample-token": 19, "write-sample": 20}
+         "end": 17, "sample-context": 18, "sample-token": 19, "write-sample": 20, "cursor-wrap": 21,
+         "validation-begin": 22, "validation-end": 23}
 FILES = ("checkpoint", "predictions")
-STATS = ("initial", "step", "final", "predict")
+STATS = ("initial", "step", "final", "predict", "validation")
 APPEND = (1 << 64) - 1  # a write's offset field for "append", a repeat's count for "once per new token" (null)
 OPERATIONS = ("train", "predict", "generate")
 # Which argument goes to which field of a HOST_STEP record (the rest are 0).

@@ -1,8 +1,20 @@
-"""The result record of a run: JSON, written atomically at the end of the run.
+"""The result record of a run: JSON (sorted keys, indent 1), published atomically at every checkpoint
+publication with status "interrupted" (what a run killed after it did, up to that publication), and at
+the end with status "completed" (or "stopped: ..." when the run stops itself).
 
-{"format": "coppelius-result", "version": 1, "operation", "target", "plan_sha256", "host_elf_sha256",
- "checkpoint_in": {"path", "step", "cursor"}, "initial_loss", "final_loss", "steps": [{"t", "loss", "skipped"}],
- "predict": [{"context", "loss"}], "skipped": n, "published": [paths], "status", "timestamps", "tokens_per_second"}
+{"format": "coppelius-result", "version": 2, "operation", "target", "plan_sha256", "host_elf_sha256",
+ "tokens_per_step", "tokens": {"path", "count"}, "checkpoint_in": {"path", "step", "cursor", "epoch"},
+ "epoch": completed passes over the train stream (the last published checkpoint's),
+ "initial_loss", "final_loss",
+ "steps": [{"t", "loss", "skipped", "time", "tokens_per_second", "epoch", "step_size"}],
+ "validation": {"path", "contexts", "points": [{"t", "loss"}], "seconds"}            (train)
+ "predict_from": {"from": "start" | "checkpoint", "cursor"}, "predict": [{"context", "loss"}], "mean_loss"  (predict)
+ "skipped", "published": [paths], "status", "timestamps", "tokens_per_second", "tokens_per_second_counts"}
+
+A step's `time` is seconds since the run started, its `tokens_per_second` the step's tokens over the
+time since the step before (the first: since the start); `step_size` is the binary32 AdamW step size
+the step's words held. A validation point's loss (and `mean_loss`) is the mean, summed in order, of
+its contexts' mean losses.
 """
 import json
 from pathlib import Path
@@ -11,8 +23,19 @@ from ..errors import CoppeliusError
 from . import faults
 from .publish import Publication
 
-FORMAT, VERSION = "coppelius-result", 1
-REQUIRED = {"operation": str, "status": str, "steps": list, "predict": list, "skipped": int, "published": list}
+FORMAT, VERSION = "coppelius-result", 2
+REQUIRED = {"operation": str, "status": str, "steps": list, "predict": list, "skipped": int, "published": list,
+            "epoch": int}
+# What the run's tokens_per_second counts (the C host writes the same words).
+RATE_COUNTS = "train tokens over the run's wall time, its validation passes and checkpoint publications included"
+
+
+def in_order_mean(losses: list[float]) -> float:
+    """The mean of doubles summed one after the other, as the C host sums them (not sum()'s compensation)."""
+    total = 0.0
+    for loss in losses:
+        total += loss
+    return total / len(losses)
 
 
 def write(path: str | Path, record: dict) -> None:

@@ -29,8 +29,7 @@ HOST_STEP = np.dtype([("op", "<u4"), ("ring", "<u4"), ("buffer", "<u4"), ("file"
 PLANE = np.dtype([("offset", "<u8"), ("bytes", "<u8"), ("dtype", "<u4"), ("lifetime", "<u4")])
 BUFFER = np.dtype([("offset", "<u8"), ("bytes", "<u8")])
 # One record; the blob is the canonical JSON of the checkpoint contract's model, then its learner.
-RUN = np.dtype([("arena_bytes", "<u8"), ("host_bytes", "<u8"), ("payload_bytes", "<u8"), ("train_tokens", "<u8"),
-                ("predict_tokens", "<u8"), ("lr", "<f8"), ("beta1", "<f8"), ("beta2", "<f8"),
+RUN = np.dtype([("arena_bytes", "<u8"), ("host_bytes", "<u8"), ("payload_bytes", "<u8"), ("lr", "<f8"), ("beta1", "<f8"), ("beta2", "<f8"),
                 ("tokens_per_step", "<u4"), ("steps", "<u4"), ("interval", "<u4"), ("keep", "<u4"),
                 ("max_skips", "<u4"), ("eval_contexts", "<u4"), ("vocab", "<u4"), ("context_tokens", "<u4"),
                 ("model_json_bytes", "<u4"), ("learner_json_bytes", "<u4")])
@@ -68,8 +67,7 @@ def run_record(plan: dict) -> tuple[dict, bytes]:
     run, tokens, contract = plan["run"], plan["contracts"]["tokens"], plan["contracts"]["checkpoint"]
     model, learner = canonical.encode(contract["model"]), canonical.encode(contract["learner"])
     record = {"arena_bytes": plan["arena"]["bytes"], "host_bytes": plan["host"]["bytes"],
-              "payload_bytes": contract["payload_bytes"], "train_tokens": tokens["train_tokens_from_cursor"],
-              "predict_tokens": tokens["predict_tokens"], "tokens_per_step": run["tokens_per_step"],
+              "payload_bytes": contract["payload_bytes"], "tokens_per_step": run["tokens_per_step"],
               "context_tokens": tokens["context_tokens"], "vocab": tokens["vocab"],
               "model_json_bytes": len(model), "learner_json_bytes": len(learner),
               **{k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")},

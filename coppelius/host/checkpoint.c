@@ -63,6 +63,7 @@ int checkpoint_read_header(const char* path, checkpoint_header* h, failure* f) {
     }
     h->description_bytes = u32_at(b + 12);
     h->step = u64_at(b + 16), h->cursor = u64_at(b + 24), h->payload_bytes = u64_at(b + 32);
+    h->epoch = u64_at(b + 104);
     memcpy(h->payload_sha256, b + 40, 32);
     if (h->description_bytes > CHECKPOINT_HEADER_BYTES - CHECKPOINT_DESCRIPTION_AT)
         return fail(f, "%s: the header's description is unreadable; " CORRUPT, path);
@@ -122,7 +123,7 @@ int checkpoint_verify_payload(const char* path, const checkpoint_header* h, fail
     return 0;
 }
 
-int checkpoint_encode_header(uint8_t out[CHECKPOINT_HEADER_BYTES], uint64_t step, uint64_t cursor,
+int checkpoint_encode_header(uint8_t out[CHECKPOINT_HEADER_BYTES], uint64_t step, uint64_t cursor, uint64_t epoch,
                              uint64_t payload_bytes, const uint8_t payload_sha256[32], const char* model,
                              size_t model_bytes, const char* learner, size_t learner_bytes) {
     memset(out, 0, CHECKPOINT_HEADER_BYTES);
@@ -134,6 +135,7 @@ int checkpoint_encode_header(uint8_t out[CHECKPOINT_HEADER_BYTES], uint64_t step
     memcpy(out + 8, &version, 4), memcpy(out + 12, &length, 4);
     memcpy(out + 16, &step, 8), memcpy(out + 24, &cursor, 8), memcpy(out + 32, &payload_bytes, 8);
     memcpy(out + 40, payload_sha256, 32);
+    memcpy(out + 104, &epoch, 8);
     memset(out + CHECKPOINT_DESCRIPTION_AT + n, 0,
            CHECKPOINT_HEADER_BYTES - CHECKPOINT_DESCRIPTION_AT - n);  // snprintf's NUL
     uint8_t digest[32];

@@ -20,13 +20,17 @@ from ..formats.elf import host_machine, read_host_elf
 ET_REL = 1  # the ELF type of a container of tables without code (coppelius/formats/elf.py)
 
 
-def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train") -> dict:
-    """Execute a host ELF: train, or predict only; its result record."""
+def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
+        validation_path: str | None = None, predict_from: str = "start") -> dict:
+    """Execute a host ELF: train (scoring `validation_path` at every publication), or predict only (from the
+    stream's start or the checkpoint's cursor); its result record. The host ELF checks the options."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
     native = _native(host_elf)
     command = [native, "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path), "--out", str(out_dir),
-               "--operation", operation]
+               "--operation", operation, "--predict-from", predict_from]
+    if validation_path is not None:
+        command += ["--validation", str(validation_path)]
     env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
     last = _execute(command, env)
     if last is not None:

@@ -1,9 +1,11 @@
 // main.c: the host ELF's entry. It checks the CPU, then does what its arguments ask:
 //
-//   host.elf --checkpoint C --tokens T --out DIR [--operation train|predict]
+//   host.elf --checkpoint C --tokens T --out DIR [--operation train|predict] [--validation V]
+//            [--predict-from start|checkpoint]
 //                        run the embedded plan (run.h): check --out, itself and every input,
-//                        then train (or predict only) on the cpu device, publishing checkpoints,
-//                        predictions and the result record under DIR
+//                        then train (scoring the validation stream V at every publication) or
+//                        predict only (from the stream's start, or the checkpoint's cursor) on the
+//                        target's device, publishing checkpoints, predictions and the result record under DIR
 //   host.elf --operation generate --checkpoint C (--prompt TEXT | --prompt-tokens FILE) --new-tokens N
 //            [--temperature X] [--top-k K] [--seed S] --out FILE
 //                        sample N tokens after the prompt (generate.h): the sample at FILE and on stdout
@@ -61,20 +63,24 @@ static int verify(const self_image* image) {
     return 0;
 }
 
-static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict], or --operation generate "
-                            "--checkpoint C --prompt TEXT|--prompt-tokens FILE --new-tokens N [--temperature X] "
-                            "[--top-k K] [--seed S] --out FILE, or --verify";
+static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict] [--validation V] "
+                            "[--predict-from start|checkpoint], or --operation generate --checkpoint C "
+                            "--prompt TEXT|--prompt-tokens FILE --new-tokens N [--temperature X] [--top-k K] [--seed S] "
+                            "--out FILE, or --verify";
 
 // The run: 0 when it completed, 1 with its one line on stderr otherwise.
 static int run(const char* self, int argc, char** argv) {
     static run_state state;  // zeroed
     generation* g = &state.g;
-    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train";
+    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train", *validation = NULL;
+    const char* predict_from = "start";
     for (int i = 1; i < argc; i++) {
         const char** value = strcmp(argv[i], "--checkpoint") == 0 ? &checkpoint
                              : strcmp(argv[i], "--tokens") == 0  ? &tokens
                              : strcmp(argv[i], "--out") == 0     ? &out
                              : strcmp(argv[i], "--operation") == 0 ? &operation
+                             : strcmp(argv[i], "--validation") == 0 ? &validation
+                             : strcmp(argv[i], "--predict-from") == 0 ? &predict_from
                              : strcmp(argv[i], "--prompt") == 0 ? &g->prompt
                              : strcmp(argv[i], "--prompt-tokens") == 0 ? &g->prompt_tokens
                              : strcmp(argv[i], "--new-tokens") == 0 ? &g->new_tokens_text
@@ -93,7 +99,7 @@ static int run(const char* self, int argc, char** argv) {
                 : !tokens && !generate ? "--tokens" : "--out", USAGE);
         return 1;
     }
-    int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation);
+    int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation, validation, predict_from);
     if (status == 0) {
         const char* threads = getenv("COPPELIUS_THREADS");
         threads_start(threads ? atoi(threads) : 0);  // the device is touched only once every input has passed

@@ -7,7 +7,8 @@
 const char* const STEP_NAMES[STEP_OPS + 1] = {
     "", "submit", "reissue", "repeat", "read", "read-at-cursor", "cursor-from-checkpoint", "cursor-advance",
     "adamw-scalars", "write", "fill", "checkpoint-begin", "checkpoint-publish", "record-stat", "write-status",
-    "write-timestamps", "operation", "end", "sample-context", "sample-token", "write-sample",
+    "write-timestamps", "operation", "end", "sample-context", "sample-token", "write-sample", "cursor-wrap",
+    "validation-begin", "validation-end",
 };
 
 int program_check(const table* records, uint32_t ring_count, uint32_t buffer_count, const char* where, program* out,
@@ -29,7 +30,7 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
                   s.op == STEP_SAMPLE_CONTEXT || s.op == STEP_SAMPLE_TOKEN) && s.buffer >= buffer_count)
             bad = "buffer", value = s.buffer;
         else if ((s.op == STEP_READ || s.op == STEP_WRITE) && s.file > 1) bad = "file", value = s.file;
-        else if (s.op == STEP_RECORD_STAT && s.value > 3) bad = "value (stat kind)", value = s.value;
+        else if (s.op == STEP_RECORD_STAT && s.value > 4) bad = "value (stat kind)", value = s.value;
         if (bad)
             return fail(f, "%s: host program step %u (%s) %s is %llu; rebuild it with `snakemake`", where, i,
                         STEP_NAMES[s.op <= STEP_OPS ? s.op : 0], bad, (unsigned long long)value);

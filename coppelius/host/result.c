@@ -31,6 +31,11 @@ void result_add_predict(result_record* r, double loss) {
     r->predict[r->predict_count++] = loss;
 }
 
+void result_add_point(result_record* r, validation_point point) {
+    r->points = grow(r->points, r->point_count, &r->point_capacity, sizeof point);
+    r->points[r->point_count++] = point;
+}
+
 void result_add_published(result_record* r, const char* path) {
     r->published = grow(r->published, r->published_count, &r->published_capacity, sizeof(char*));
     r->published[r->published_count] = strdup(path);
@@ -39,7 +44,7 @@ void result_add_published(result_record* r, const char* path) {
 
 void result_free(result_record* r) {
     for (uint32_t i = 0; i < r->published_count; i++) free(r->published[i]);
-    free(r->steps), free(r->predict), free(r->published);
+    free(r->steps), free(r->predict), free(r->points), free(r->published);
 }
 
 // A growing text.
@@ -85,25 +90,70 @@ static void put_string(buffer* b, const char* s) {
     put(b, "\"");
 }
 
+// What a train run's tokens_per_second counts (coppelius/formats/result.py RATE_COUNTS, the same words).
+static const char RATE_COUNTS[] =
+    "train tokens over the run's wall time, its validation passes and checkpoint publications included";
+
+// The mean of doubles summed one after the other (formats/result.py in_order_mean).
+static double in_order_mean(const double* x, uint32_t n) {
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++) sum += x[i];
+    return sum / n;
+}
+
+static void put_steps(buffer* b, const result_record* r) {
+    put(b, " \"steps\": [");
+    for (uint32_t i = 0; i < r->step_count; i++) {
+        const step_entry* e = &r->steps[i];
+        put(b, "%s\n  {\n   \"epoch\": %llu,\n   \"loss\": ", i ? "," : "", (unsigned long long)e->epoch);
+        put_float(b, e->loss);
+        put(b, ",\n   \"skipped\": %s,\n   \"step_word\": \"0x%08x\",\n   \"t\": %llu,\n   \"time\": ",
+            e->skipped ? "true" : "false", e->step_word, (unsigned long long)e->t);
+        put_float(b, e->time);
+        put(b, ",\n   \"tokens_per_second\": ");
+        put_float(b, e->tokens_per_second);
+        put(b, "\n  }");
+    }
+    put(b, r->step_count ? "\n ],\n" : "],\n");
+}
+
+static void put_validation(buffer* b, const result_record* r) {
+    put(b, " \"validation\": {\n  \"contexts\": %llu,\n  \"path\": ", (unsigned long long)r->validation_contexts);
+    put_string(b, r->validation);
+    put(b, ",\n  \"points\": [");
+    for (uint32_t i = 0; i < r->point_count; i++) {
+        put(b, "%s\n   {\n    \"loss\": ", i ? "," : "");
+        put_float(b, r->points[i].loss);
+        put(b, ",\n    \"t\": %llu\n   }", (unsigned long long)r->points[i].t);
+    }
+    put(b, r->point_count ? "\n  ],\n  \"seconds\": " : "],\n  \"seconds\": ");
+    put_float(b, r->validation_seconds);
+    put(b, "\n },\n");
+}
+
 static void put_record(buffer* b, const result_record* r) {
-    put(b, "{\n \"checkpoint_in\": {\n  \"cursor\": %llu,\n  \"path\": ", (unsigned long long)r->cursor_in);
+    int train = strcmp(r->operation, "train") == 0;
+    put(b, "{\n \"checkpoint_in\": {\n  \"cursor\": %llu,\n  \"epoch\": %llu,\n  \"path\": ",
+        (unsigned long long)r->cursor_in, (unsigned long long)r->epoch_in);
     put_string(b, r->checkpoint_in);
-    put(b, ",\n  \"step\": %llu\n },\n", (unsigned long long)r->step_in);
+    put(b, ",\n  \"step\": %llu\n },\n \"epoch\": %llu,\n", (unsigned long long)r->step_in,
+        (unsigned long long)r->epoch);
     if (r->has_final) put(b, " \"final_loss\": "), put_float(b, r->final_loss), put(b, ",\n");
     put(b, " \"format\": \"coppelius-result\",\n \"host_elf_sha256\": \"%s\",\n", r->host_elf_sha256);
     if (r->has_initial) put(b, " \"initial_loss\": "), put_float(b, r->initial_loss), put(b, ",\n");
-    if (r->predict_count) {
-        double sum = 0.0;  // numpy's mean of a short list of doubles: in order
-        for (uint32_t i = 0; i < r->predict_count; i++) sum += r->predict[i];
-        put(b, " \"mean_loss\": "), put_float(b, sum / r->predict_count), put(b, ",\n");
-    }
+    if (r->predict_count)
+        put(b, " \"mean_loss\": "), put_float(b, in_order_mean(r->predict, r->predict_count)), put(b, ",\n");
     put(b, " \"operation\": \"%s\",\n \"plan_sha256\": \"%s\",\n \"predict\": [", r->operation, r->plan_sha256);
     for (uint32_t i = 0; i < r->predict_count; i++) {
         put(b, "%s\n  {\n   \"context\": %u,\n   \"loss\": ", i ? "," : "", i);
         put_float(b, r->predict[i]);
         put(b, "\n  }");
     }
-    put(b, r->predict_count ? "\n ],\n \"published\": [" : "],\n \"published\": [");
+    put(b, r->predict_count ? "\n ],\n" : "],\n");
+    if (!train)
+        put(b, " \"predict_from\": {\n  \"cursor\": %llu,\n  \"from\": \"%s\"\n },\n",
+            (unsigned long long)r->predict_cursor, r->predict_from);
+    put(b, " \"published\": [");
     for (uint32_t i = 0; i < r->published_count; i++) {
         put(b, "%s\n  ", i ? "," : "");
         put_string(b, r->published[i]);
@@ -111,24 +161,25 @@ static void put_record(buffer* b, const result_record* r) {
     put(b, r->published_count ? "\n ],\n" : "],\n");
     put(b, " \"skipped\": %llu,\n \"status\": ", (unsigned long long)r->skipped);
     put_string(b, r->status);
-    put(b, ",\n \"steps\": [");
-    for (uint32_t i = 0; i < r->step_count; i++) {
-        put(b, "%s\n  {\n   \"loss\": ", i ? "," : "");
-        put_float(b, r->steps[i].loss);
-        put(b, ",\n   \"skipped\": %s,\n   \"t\": %llu,\n   \"time\": ", r->steps[i].skipped ? "true" : "false",
-            (unsigned long long)r->steps[i].t);
-        put_float(b, r->steps[i].time);
-        put(b, "\n  }");
-    }
-    put(b, r->step_count ? "\n ],\n" : "],\n");
+    put(b, ",\n");
+    put_steps(b, r);
     put(b, " \"target\": \"%s\",\n", r->target);
     if (r->has_timestamps) {
         put(b, " \"timestamps\": {\n  \"finished\": "), put_float(b, r->finished);
         put(b, ",\n  \"seconds\": "), put_float(b, r->seconds);
         put(b, ",\n  \"started\": "), put_float(b, r->started);
-        put(b, "\n },\n \"tokens_per_second\": "), put_float(b, r->tokens_per_second), put(b, ",\n");
+        put(b, "\n },\n");
     }
-    put(b, " \"tokens_per_step\": %llu,\n \"version\": 1\n}\n", (unsigned long long)r->tokens_per_step);
+    put(b, " \"tokens\": {\n  \"count\": %llu,\n  \"path\": ", (unsigned long long)r->tokens_count);
+    put_string(b, r->tokens);
+    put(b, "\n },\n");
+    if (r->has_timestamps) {
+        put(b, " \"tokens_per_second\": "), put_float(b, r->tokens_per_second), put(b, ",\n");
+        if (train) put(b, " \"tokens_per_second_counts\": \"%s\",\n", RATE_COUNTS);
+    }
+    put(b, " \"tokens_per_step\": %llu,\n", (unsigned long long)r->tokens_per_step);
+    if (train) put_validation(b, r);
+    put(b, " \"version\": 2\n}\n");
 }
 
 int result_write(const result_record* r, const char* path, int* error, failure* f) {

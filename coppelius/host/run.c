@@ -12,7 +12,7 @@
 
 #define REBUILD_ELF "rebuild the host ELF with `snakemake`"
 
-static double now(void) {  // seconds since the epoch, as Python's time.time()
+double run_clock(void) {  // seconds since the epoch, as Python's time.time()
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
@@ -41,8 +41,7 @@ static double pairwise_sum(const float* x, uint64_t n) {
     return pairwise_sum(x, half) + pairwise_sum(x + half, n - half);
 }
 
-// Host buffer `index`, bytes [offset, offset + bytes): NULL (and the refusal) when it is not inside.
-static uint8_t* host_buffer(run_state* r, uint32_t index, uint64_t offset, uint64_t bytes) {
+uint8_t* run_host_buffer(run_state* r, uint32_t index, uint64_t offset, uint64_t bytes) {
     uint64_t size;
     uint8_t* base = device_host_buffer(&r->device, index, &size, &r->f);
     if (!base) return NULL;
@@ -57,7 +56,7 @@ static uint8_t* host_buffer(run_state* r, uint32_t index, uint64_t offset, uint6
 
 // The mean of a losses buffer; -1 (and the refusal) when the device reports an error.
 static int mean_loss(run_state* r, uint32_t buffer, double* mean) {
-    const float* losses = (const float*)host_buffer(r, buffer, 0, 4 * (uint64_t)r->run.tokens_per_step);
+    const float* losses = (const float*)run_host_buffer(r, buffer, 0, 4 * (uint64_t)r->run.tokens_per_step);
     if (!losses) return -1;
     *mean = pairwise_sum(losses, r->run.tokens_per_step) / (double)r->run.tokens_per_step;
     return 0;
@@ -116,14 +115,15 @@ static int op_checkpoint_begin(run_state* r) {
 }
 
 static int op_write(run_state* r, const program_step* s) {
-    uint8_t* data = host_buffer(r, s->buffer, 0, s->bytes);
+    uint8_t* data = run_host_buffer(r, s->buffer, 0, s->bytes);
     failure ignored;
     if (!data) return 1;
     if (s->file == FILE_PREDICTIONS) {
         char what[4300];
         snprintf(what, sizeof what, "the predictions %s/predictions.bin", r->out);
-        if (!r->predictions_open)
-            return fail(&r->f, "%s: the host program writes predictions in a train run; " REBUILD_ELF, r->elf), 1;
+        if (!r->predictions_open)  // closed only by a failure, which stopped the run; a guard
+            return fail(&r->f, "%s: the host program writes predictions after they were closed; " REBUILD_ELF,
+                        r->elf), 1;
         if (publication_write(&r->predictions, data, s->bytes, &ignored) != 0)
             return r->predictions_open = 0, publication_failed(r, r->predictions.error, what);
         return 0;
@@ -179,13 +179,30 @@ static void prune(run_state* r) {
     free(older);
 }
 
+// What the run did until this publication, should it be killed before the next: the result record
+// with status "interrupted".
+static int write_interrupted_record(run_state* r) {
+    char status[sizeof r->record.status], path[4200];
+    memcpy(status, r->record.status, sizeof status);
+    snprintf(r->record.status, sizeof r->record.status, "interrupted");
+    snprintf(path, sizeof path, "%s/result.json", r->out);
+    int error = 0;
+    failure ignored;
+    int failed = result_write(&r->record, path, &error, &ignored);
+    memcpy(r->record.status, status, sizeof status);
+    if (!failed) return 0;
+    char what[4300];
+    snprintf(what, sizeof what, "the result record %s", path);
+    return publication_failed(r, error, what);
+}
+
 static int op_checkpoint_publish(run_state* r) {
     if (!r->checkpoint_open)
         return fail(&r->f, "%s: the host program publishes a checkpoint it did not begin; " REBUILD_ELF, r->elf), 1;
     uint8_t header[CHECKPOINT_HEADER_BYTES], digest[32], existing[CHECKPOINT_HEADER_BYTES];
     sha256_final(&r->checkpoint_digest, digest);
-    checkpoint_encode_header(header, r->t, r->cursor, r->written, digest, r->model_json, r->run.model_json_bytes,
-                             r->learner_json, r->run.learner_json_bytes);
+    checkpoint_encode_header(header, r->t, r->train.cursor, r->train.epoch, r->written, digest, r->model_json,
+                             r->run.model_json_bytes, r->learner_json, r->run.learner_json_bytes);
     publication* p = &r->open_checkpoint;
     FILE* present = fopen(p->path, "rb");
     if (present) {
@@ -216,7 +233,8 @@ static int op_checkpoint_publish(run_state* r) {
         return publication_failed(r, pointer.error, what);
     }
     prune(r);
-    return 0;
+    r->record.epoch = r->train.epoch;
+    return write_interrupted_record(r);
 }
 
 static void progress(run_state* r, const step_entry* e) {
@@ -235,16 +253,21 @@ static int op_record_stat(run_state* r, uint32_t kind) {
         double loss;
         if (mean_loss(r, BUFFER_REPORT_LOSSES, &loss) != 0) return 1;
         if (kind == STAT_PREDICT) result_add_predict(&r->record, loss);
+        else if (kind == STAT_VALIDATION) r->validation_sum += loss, r->validation_count++;
         else if (kind == STAT_INITIAL) r->record.has_initial = 1, r->record.initial_loss = loss;
         else r->record.has_final = 1, r->record.final_loss = loss;
         return 0;
     }
     int32_t flag;
     double loss;
-    const uint8_t* flag_word = host_buffer(r, BUFFER_STEP_FLAG, 0, 4);
+    const uint8_t* flag_word = run_host_buffer(r, BUFFER_STEP_FLAG, 0, 4);
     if (!flag_word || mean_loss(r, BUFFER_STEP_LOSSES, &loss) != 0) return 1;
     memcpy(&flag, flag_word, 4);
-    step_entry e = {r->t, loss, now() - r->started, flag != 0};
+    double finished = run_clock(), took = finished - r->last_step;
+    r->last_step = finished;
+    step_entry e = {.t = r->t, .epoch = r->train.epoch, .loss = loss,
+                    .time = finished - r->started, .step_word = r->step_word, .skipped = flag != 0,
+                    .tokens_per_second = took > 0 ? (double)r->run.tokens_per_step / took : 0.0};
     r->record.skipped += e.skipped;
     r->consecutive_skips = e.skipped ? r->consecutive_skips + 1 : 0;
     result_add_step(&r->record, e);
@@ -270,7 +293,7 @@ static int step(void* context, const program_step* s) {
     uint8_t* into;
     switch (s->op) {
     case STEP_FILL:
-        if (!(into = host_buffer(r, s->buffer, s->offset, s->bytes))) return 1;
+        if (!(into = run_host_buffer(r, s->buffer, s->offset, s->bytes))) return 1;
         memset(into, (int)s->value, s->bytes);
         return 0;
     case STEP_SUBMIT: case STEP_REISSUE:
@@ -280,48 +303,41 @@ static int step(void* context, const program_step* s) {
         r->issued[s->ring] = 1;
         return device_issue(&r->device, s->ring, &r->f) != 0;
     case STEP_READ:
-        if (!(into = host_buffer(r, s->buffer, 0, s->bytes))) return 1;
+        if (!(into = run_host_buffer(r, s->buffer, 0, s->bytes))) return 1;
         if (fseek(r->checkpoint_file, (long)(CHECKPOINT_HEADER_BYTES + s->offset), SEEK_SET) != 0 ||
             fread(into, 1, s->bytes, r->checkpoint_file) != s->bytes)
             return fail(&r->f, "%s: payload bytes [%llu, +%llu) cannot be read; use an earlier published checkpoint",
                         r->checkpoint_path, (unsigned long long)s->offset, (unsigned long long)s->bytes), 1;
         return 0;
-    case STEP_READ_AT_CURSOR: {
-        if (!(into = host_buffer(r, s->buffer, 0, 4 * s->count))) return 1;
-        if (r->cursor + s->count > (uint64_t)r->stream.count)  // checked before the run; a guard
-            return fail(&r->f, "%s: token count is %lld; tokens %llu..%llu are needed; use a longer stream",
-                        r->tokens_path, (long long)r->stream.count, (unsigned long long)r->cursor,
-                        (unsigned long long)(r->cursor + s->count)), 1;
-        for (uint64_t i = 0; i < s->count; i++) {
-            int32_t id = r->stream.ids[r->cursor + i];
-            memcpy(into + 4 * i, &id, 4);
-        }
-        return 0;
-    }
-    case STEP_CURSOR_FROM_CHECKPOINT: r->cursor = r->header.cursor, r->t = r->header.step; return 0;
-    case STEP_CURSOR_ADVANCE: r->cursor += s->count; return 0;
-    case STEP_ADAMW_SCALARS:
+    case STEP_READ_AT_CURSOR: case STEP_CURSOR_FROM_CHECKPOINT: case STEP_CURSOR_ADVANCE: case STEP_CURSOR_WRAP:
+    case STEP_VALIDATION_BEGIN: case STEP_VALIDATION_END:
+        return run_cursor_step(r, s);
+    case STEP_ADAMW_SCALARS: {
         r->t++;
-        return device_patch_step_size(&r->device, step_size(r->run.lr, r->run.beta1, r->run.beta2, r->t), &r->f) != 0;
+        float size = step_size(r->run.lr, r->run.beta1, r->run.beta2, r->t);
+        memcpy(&r->step_word, &size, 4);
+        return device_patch_step_size(&r->device, size, &r->f) != 0;
+    }
     case STEP_CHECKPOINT_BEGIN: return op_checkpoint_begin(r);
     case STEP_WRITE: return op_write(r, s);
     case STEP_CHECKPOINT_PUBLISH: return op_checkpoint_publish(r);
     case STEP_RECORD_STAT: return op_record_stat(r, s->value);
     case STEP_WRITE_STATUS: snprintf(r->record.status, sizeof r->record.status, "completed"); return 0;
     case STEP_SAMPLE_CONTEXT:
-        if (!(into = host_buffer(r, s->buffer, 0, 4 * s->count))) return 1;
+        if (!(into = run_host_buffer(r, s->buffer, 0, 4 * s->count))) return 1;
         generate_window(&r->g, into, s->count);
         return 0;
     case STEP_SAMPLE_TOKEN:
-        if (!(into = host_buffer(r, s->buffer, 0, s->bytes))) return 1;
+        if (!(into = run_host_buffer(r, s->buffer, 0, s->bytes))) return 1;
         return generate_take(&r->g, into, s->count, s->bytes, r->elf, &r->f) != 0;
     case STEP_WRITE_SAMPLE: return generate_write(&r->g, r->out, &r->f) != 0;
     case STEP_WRITE_TIMESTAMPS: {
-        double finished = now(), elapsed = finished - r->started;
+        double finished = run_clock(), elapsed = finished - r->started;
         uint64_t count = r->record.step_count ? r->record.step_count : r->record.predict_count;
         r->record.has_timestamps = 1;
         r->record.started = r->started, r->record.finished = finished, r->record.seconds = elapsed;
         r->record.tokens_per_second = elapsed > 0 ? (double)(count * r->run.tokens_per_step) / elapsed : 0.0;
+        r->record.epoch = r->at->epoch;
         return 0;
     }
     default: return 0;  // the operation marker
@@ -333,11 +349,18 @@ int run_execute(run_state* r) {
     record->operation = r->generate ? "generate" : r->predict ? "predict" : "train";
     snprintf(record->host_elf_sha256, sizeof record->host_elf_sha256, "%s", r->elf_sha256);
     record->tokens_per_step = r->run.tokens_per_step;
+    snprintf(record->tokens, sizeof record->tokens, "%s", r->tokens_path);
+    record->tokens_count = (uint64_t)r->train.tokens.count;
     snprintf(record->checkpoint_in, sizeof record->checkpoint_in, "%s", r->checkpoint_path);
-    record->step_in = r->header.step, record->cursor_in = r->header.cursor;
+    record->step_in = r->header.step, record->cursor_in = r->header.cursor, record->epoch_in = r->header.epoch;
+    record->epoch = r->predict ? 0 : r->header.epoch;
+    snprintf(record->validation, sizeof record->validation, "%s", r->validation_path);
+    record->validation_contexts = r->run.eval_contexts;
+    record->predict_from = r->predict_from_checkpoint ? "checkpoint" : "start";
     snprintf(record->status, sizeof record->status, "running");
     const section* image = self_section(&r->image, "image");
     cuda_card wanted = {r->record.target, r->card, r->arch, r->driver_version};
+    r->at = &r->train;
     if (device_open(&r->device, &r->tables, r->run.arena_bytes, r->run.host_bytes, image->data, image->bytes, &wanted,
                     r->elf, &r->f) != 0)
         return -1;
@@ -347,11 +370,11 @@ int run_execute(run_state* r) {
     if (!r->issued || !r->checkpoint_file)
         return fail(&r->f, "%s: cannot read the checkpoint (%s); give an existing checkpoint file", r->checkpoint_path,
                     strerror(errno));
-    r->started = now();
-    if (r->predict) {
+    r->started = r->last_step = run_clock();
+    failure ignored;
+    if (!r->generate) {  // predict: every scored context's predictions; train: its first forward's
         char path[4200];
         snprintf(path, sizeof path, "%s/predictions.bin", r->out);
-        failure ignored;
         if (publication_begin(&r->predictions, path, &ignored) != 0)
             return publication_failed(r, r->predictions.error, "the predictions"), -1;
         r->predictions_open = 1;
@@ -360,7 +383,6 @@ int run_execute(run_state* r) {
     if (program_walk(&r->steps, operation, r->g.new_tokens, step, r) != 0) return -1;
     if (r->generate) return 0;  // it publishes the sample alone (write-sample)
     int error;
-    failure ignored;
     if (finish(r, &error, &ignored) != 0) return publication_failed(r, error, "the run's last outputs"), -1;
     if (isatty(2) || getenv("COPPELIUS_PROGRESS_TTY")) fprintf(stderr, "\n");
     return 0;
@@ -372,7 +394,7 @@ void run_close(run_state* r) {
     if (r->checkpoint_file) fclose(r->checkpoint_file);
     if (r->device_open) device_close(&r->device);
     free(r->issued);
-    tokens_close(&r->stream);
+    tokens_close(&r->train.tokens), tokens_close(&r->validation.tokens);
     json_free(&r->certificate), json_free(&r->model), json_free(&r->learner);
     generate_close(&r->g);
     result_free(&r->record);

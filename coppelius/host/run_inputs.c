@@ -225,11 +225,6 @@ static int check_matches(run_state* r) {
                                         r->run.learner_json_bytes, &r->f);
 }
 
-static long long model_context(run_state* r) {
-    int context = json_member(&r->model, 0, "context");
-    return context >= 0 ? strtoll(r->model.nodes[context].text, NULL, 10) : 0;
-}
-
 static int check_checkpoint(run_state* r) {
     const char* path = r->checkpoint_path;
     if (checkpoint_read_header(path, &r->header, &r->f) != 0 || check_matches(r) != 0) return -1;
@@ -240,27 +235,6 @@ static int check_checkpoint(run_state* r) {
                     "betas and rebuild", path, (unsigned long long)r->header.step, r->run.steps,
                     (unsigned long long)end, (unsigned long long)r->horizon);
     return checkpoint_verify_payload(path, &r->header, &r->f);
-}
-
-static int check_tokens(run_state* r) {
-    if (tokens_open(r->tokens_path, &r->stream, &r->f) != 0) return -1;
-    uint64_t start = r->predict ? 0 : r->header.cursor, need = r->predict ? r->run.predict_tokens : r->run.train_tokens;
-    uint64_t n = r->run.context_tokens - 1, count = (uint64_t)r->stream.count;
-    if (start + need > count) {
-        long long context = model_context(r), have = count > start + 1 ? (long long)((count - start - 1) / n) : 0;
-        char words[160];
-        snprintf(words, sizeof words, "batch %lld x context %lld = %llu tokens", context ? (long long)n / context : 0,
-                 context, (unsigned long long)n);
-        if (!r->predict)
-            return fail(&r->f, "%s: token count is %llu: it holds %lld steps of %s from cursor %llu and the run takes "
-                        "%llu; use a longer stream or rebuild with fewer steps", r->tokens_path,
-                        (unsigned long long)count, have, words, (unsigned long long)start,
-                        (unsigned long long)((need - 1) / n));
-        return fail(&r->f, "%s: token count is %llu: it holds %lld forward passes of %s and the plan scores %llu; use "
-                    "a longer stream or rebuild with a lower eval_contexts", r->tokens_path, (unsigned long long)count,
-                    have, words, (unsigned long long)((need - 1) / n));
-    }
-    return tokens_check_vocab(&r->stream, (int64_t)start, (int64_t)need, (int)r->run.vocab, &r->f);
 }
 
 static int file_sha256(const char* path, char hex[65]) {
@@ -307,12 +281,21 @@ static int identity_string(run_state* r, json_document* identity, const char* ke
 }
 
 int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, const char* tokens, const char* out,
-                     const char* operation) {
+                     const char* operation, const char* validation, const char* predict_from) {
     r->elf = elf;
     if (strcmp(operation, "train") != 0 && strcmp(operation, "predict") != 0 && strcmp(operation, "generate") != 0)
         return fail(&r->f, "command line: operation is '%s'; use train, predict or generate", operation);
     r->predict = operation[0] == 'p', r->generate = operation[0] == 'g';
     if (r->generate && generate_parse_options(&r->g, &r->f) != 0) return -1;
+    if (!r->predict && !r->generate && !validation)
+        return fail(&r->f, "command line: --validation is missing; a train run scores the validation stream at "
+                    "every publication: give --validation VAL.bin (the workflow's tokens/val.bin)");
+    if (r->predict && validation)
+        return fail(&r->f, "command line: --validation is for train runs; a predict run scores --tokens");
+    if (strcmp(predict_from, "start") != 0 && strcmp(predict_from, "checkpoint") != 0)
+        return fail(&r->f, "command line: --predict-from is '%s'; use start or checkpoint", predict_from);
+    r->predict_from_checkpoint = predict_from[0] == 'c';
+    if (validation) python_path(validation, r->validation_path, sizeof r->validation_path);
     python_path(checkpoint, r->checkpoint_path, sizeof r->checkpoint_path);
     python_path(tokens ? tokens : "", r->tokens_path, sizeof r->tokens_path);
     python_path(out, r->out, sizeof r->out);
@@ -343,7 +326,7 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
     json_free(&identity);
     if (bad) return -1;
     if (check_checkpoint(r) != 0) return -1;
-    if (r->generate) return generate_check_prompt(&r->g, r->run.vocab, (uint32_t)model_context(r), &r->f);
-    if (check_tokens(r) != 0) return -1;
+    if (r->generate) return generate_check_prompt(&r->g, r->run.vocab, (uint32_t)run_model_context(r), &r->f);
+    if (run_check_streams(r) != 0) return -1;
     return run_identity(r);
 }

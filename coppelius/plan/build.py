@@ -165,9 +165,9 @@ def build_plan(config: Config) -> dict:
         "contracts": {
             "checkpoint": {"model": model.as_dict(), "learner": learner_dict, "payload_bytes": 3 * part_bytes,
                            "parts": list(checkpoint.PARTS), "chunks": [list(c) for c in payload_chunks]},
-            "tokens": {"vocab": model.vocab, "train_tokens_from_cursor": run.steps * n + 1,
-                       "predict_tokens": run.eval_contexts * n + 1, "context_tokens": n + 1},
-            "result": {"format": "coppelius-result", "version": 1, "steps": run.steps},
+            # a stream needs one context; the cursor goes round it as often as the run takes (epochs)
+            "tokens": {"vocab": model.vocab, "context_tokens": n + 1},
+            "result": {"format": "coppelius-result", "version": 2, "steps": run.steps},
         },
     }
 

@@ -2,6 +2,8 @@
 
 Written nested (each repeat holds its body) and flattened once at the end; `operation` jumps a
 predict or generate run to its part, whose index is known only once everything before it is laid out.
+The last interval is written out after the repeat of the others, so that the final forward scores
+the last training context before the last validation pass takes the context buffer.
 """
 from ..formats.program import flatten, repeat
 
@@ -11,6 +13,8 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
     n = tokens_per_step
     step = lambda op, **args: [op, args]  # noqa: E731
     context = step("read-at-cursor", buffer="context", tokens=n + 1)
+    # the next context, going round to the stream's start when it would run past the end (llm.c's loader)
+    advance = [step("cursor-advance", tokens=n), step("cursor-wrap", tokens=n + 1)]
 
     load = [step("fill", buffer="context", offset=0, bytes=4 * (n + 1), value=0),
             step("submit", ring=ring["initialize"])]
@@ -18,26 +22,33 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
         load += [step("read", file="checkpoint", offset=offset, buffer="staging", bytes=nbytes),
                  step("submit", ring=ring[f"load_stage_{k}"]), step("submit", ring=ring[f"load_scatter_{k}"])]
 
-    # train: the loss before training, then `steps` updates with a publication every interval
+    # train: the loss before training, then `steps` updates; every interval the validation stream is scored
+    # and a checkpoint published (its result record with it)
     update = [context, step("adamw-scalars"), step("submit", ring=ring["update"]), step("record-stat", kind="step"),
-              step("cursor-advance", tokens=n)]
+              *advance]
+    validation = [step("validation-begin"), repeat(run.eval_contexts, [
+        context, step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
+        step("record-stat", kind="validation"), *advance]), step("validation-end")]
     publication = [step("checkpoint-begin")]
     for k, (offset, nbytes) in enumerate(payload_chunks):
         publication += [step("submit", ring=ring[f"gather_{k}"]),
                         step("write", file="checkpoint", offset=offset, buffer="staging", bytes=nbytes)]
     publication.append(step("checkpoint-publish"))
-    train = [step("cursor-from-checkpoint"), context, step("submit", ring=ring["forward"]),
-             step("submit", ring=ring["restore"]), step("record-stat", kind="initial"),
-             repeat(run.steps // run.interval, [repeat(run.interval, update)] + publication),
-             # the final forward: the last context again, under the final weights
-             step("reissue", ring=ring["forward"]), step("reissue", ring=ring["restore"]),
-             step("record-stat", kind="final"), step("write-status"), step("write-timestamps"), step("end")]
+    # the final forward: the last context again, under the final weights, before validation takes the buffer
+    final = [step("reissue", ring=ring["forward"]), step("reissue", ring=ring["restore"]),
+             step("record-stat", kind="final")]
+    train = [step("cursor-from-checkpoint"), step("cursor-wrap", tokens=n + 1), context,
+             step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
+             step("record-stat", kind="initial"),
+             step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n),
+             repeat(run.steps // run.interval - 1, [repeat(run.interval, update)] + validation + publication),
+             repeat(run.interval, update), *final, *validation, *publication,
+             step("write-status"), step("write-timestamps"), step("end")]
 
-    predict = [repeat(run.eval_contexts, [
+    predict = [step("cursor-from-checkpoint"), step("cursor-wrap", tokens=n + 1), repeat(run.eval_contexts, [
         context, step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
         step("record-stat", kind="predict"),
-        step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n),
-        step("cursor-advance", tokens=n)]),
+        step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n), *advance]),
         step("write-status"), step("write-timestamps"), step("end")]
 
     # generate: once per new token (a null count: the run's --new-tokens N), the forward on the window

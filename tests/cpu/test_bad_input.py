@@ -41,8 +41,9 @@ def digest_tree(path: Path) -> dict:
 def refused(elf, ckpt, toks, out, *extra, operation="train") -> str:
     owned = [Path(ckpt).parent, Path(toks).parent]
     before = [digest_tree(p) for p in owned]
+    validation = ["--validation", str(toks)] if operation == "train" else []  # the stream under test, twice
     proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", str(elf), "--checkpoint", str(ckpt),
-                           "--tokens", str(toks), "--out", str(out), "--operation", operation, *extra],
+                           "--tokens", str(toks), "--out", str(out), "--operation", operation, *validation, *extra],
                           capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     print(proc.stderr.strip())
@@ -91,17 +92,28 @@ def test_payload_digest_mismatch(built, tmp_path):
     assert "payload sha256 is" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], flip), p["train"], tmp_path / "o")
 
 
-def test_token_stream_too_short_says_how_many_contexts(built, tmp_path):
+def test_a_token_stream_shorter_than_one_context_is_refused(built, tmp_path):
+    """Shorter than the run is fine (it goes round again: tests/cpu/test_epochs.py); shorter than one context
+    (batch 2 x context 64 + 1 tokens) is not, as the train, the validation or the predict stream."""
     _, p, *_ = built
     short = tmp_path / "input" / "short.bin"
     short.parent.mkdir()
-    tokens.write(short, np.arange(128 * 3 + 1) % 256)  # 3 steps of batch 2 x context 64; the run needs 6
-    line = refused(p["elf"], p["checkpoint"], short, tmp_path / "o")
-    assert "it holds 3 steps of batch 2 x context 64 = 128 tokens from cursor 0 and the run takes 6" in line
-    tokens.write(short, np.arange(128 + 1) % 256)  # one forward pass; eval_contexts is 2
-    line = refused(p["elf"], p["checkpoint"], short, tmp_path / "o", operation="predict")
-    assert "it holds 1 forward passes of batch 2 x context 64 = 128 tokens and the plan scores 2" in line
-    assert "lower eval_contexts" in line and "steps" not in line
+    tokens.write(short, np.arange(128) % 256)
+    words = "token count is 128, less than one context: batch 2 x context 64 + 1 = 129 tokens; use a longer stream"
+    assert words in refused(p["elf"], p["checkpoint"], short, tmp_path / "o")
+    assert words in refused(p["elf"], p["checkpoint"], short, tmp_path / "o", operation="predict")
+    line = refused(p["elf"], p["checkpoint"], p["train"], tmp_path / "o", "--validation", str(short))
+    assert line.startswith(f"coppelius run: {short}: {words}")
+
+
+def test_the_validation_stream_goes_with_train_only(built, tmp_path):
+    _, p, *_ = built
+    assert "--validation is for train runs" in refused(p["elf"], p["checkpoint"], p["val"], tmp_path / "o",
+                                                       "--validation", p["val"], operation="predict")
+    proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint",
+                           p["checkpoint"], "--tokens", p["train"], "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--validation is missing" in proc.stderr
 
 
 def test_token_over_vocab(built, tmp_path):
@@ -132,7 +144,8 @@ def test_overflowing_loss_scale_skips_steps_and_stops(built, tmp_path):
     with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
         p = build_chain(config(root, steps=6, interval=3, batch=2, loss_scale=2 ** 30, max_skips=5), root / "overflow")
     proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint", p["checkpoint"],
-                           "--tokens", p["train"], "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+                           "--tokens", p["train"], "--validation", p["val"], "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
     print(proc.stderr.strip().splitlines()[-1])
     assert proc.returncode == 1 and "steps 1..5 all had non-finite gradients" in proc.stderr
     assert "Warning" not in proc.stderr  # fp16 overflow is data, as on the GPU: no numpy warnings beside the line
@@ -230,8 +243,8 @@ def test_out_and_log_are_checked_before_any_work(built, tmp_path):
                                                            operation=operation)
     assert a_file.read_text() == "mine"
     proc = subprocess.run([sys.executable, "-m", "coppelius", "--log", str(tmp_path), "run", p["elf"], "--checkpoint",
-                           p["checkpoint"], "--tokens", p["train"], "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
+                           p["checkpoint"], "--tokens", p["train"], "--validation", p["val"], "--out",
+                           str(tmp_path / "o")], capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--log cannot be written" in proc.stderr
 
 
@@ -247,7 +260,7 @@ def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_
         pytest.skip("cannot mount a small tmpfs here (not root)")
     try:
         proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint", p["checkpoint"],
-                               "--tokens", p["train"], "--out", str(mount / "run")],
+                               "--tokens", p["train"], "--validation", p["val"], "--out", str(mount / "run")],
                               capture_output=True, text=True, timeout=120)
         last = proc.stderr.strip().splitlines()[-1]
         print(size, last)

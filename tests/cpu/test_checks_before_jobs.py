@@ -49,8 +49,7 @@ CASES = {
     "empty corpus": (lambda t: [f"corpus={empty_file(t, 'empty.txt')}"], "holds 0 tokens"),
     "missing tokens": (lambda t: [f"tokens={t / 'none.bin'}"], "cannot read the token file"),
     "empty tokens": (lambda t: [f"tokens={empty_file(t, 'empty.bin')}"], "header is 0 bytes"),
-    "corpus too short for steps": (lambda t: ["steps=100000"], "key 'steps' is 100000"),
-    "eval_contexts past the validation stream": (lambda t: ["eval_contexts=100000"], "lower eval_contexts"),
+    "validation stream shorter than one context": (lambda t: ["batch=8192"], "key 'batch' is 8192"),
     "vocab under the bytes": (lambda t: ["vocab=128"], "key 'vocab' is 128"),
     "batch past int32 counts": (lambda t: ["batch=1000000000"], "key 'batch' is 1000000000"),
 }

@@ -44,7 +44,8 @@ def test_report_and_admit_refuse_a_plan_that_is_not_json(tmp_path):
     binary.write_bytes(bytes(range(256)) * 4)
     record = tmp_path / "result.json"
     record.write_text(json.dumps({"format": result.FORMAT, "version": result.VERSION, "operation": "train",
-                                  "status": "completed", "steps": [], "predict": [], "skipped": 0, "published": []}))
+                                  "status": "completed", "steps": [], "predict": [], "skipped": 0, "published": [],
+                                  "epoch": 0}))
     line = coppelius("report", "--train", record, "--evaluate", record, "--plan", binary, "--out", tmp_path / "r")
     assert f"{binary}: the plan is not JSON" in line
     text = tmp_path / "plan.txt"

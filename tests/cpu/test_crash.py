@@ -1,8 +1,9 @@
-"""Crash safety: real runs killed by SIGKILL at 27 instants spread over every phase, for both hosts:
+"""Crash safety: real runs killed by SIGKILL at 31 instants spread over every phase, for both hosts:
 the native host ELF (the cpu target's program) and the Python interpreter (which runs the GPU
-targets). After each kill the newest published checkpoint verifies, and resuming from it to the end
-with the same host gives a final checkpoint byte-identical to that host's uninterrupted run, with the
-same per-step losses."""
+targets). After each kill the newest published checkpoint verifies, the result record says
+"interrupted" with what the run did until its last publication, and resuming from the checkpoint to
+the end with the same host gives a final checkpoint byte-identical to that host's uninterrupted run,
+with the same per-step losses."""
 import contextlib
 import os
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coppelius.formats import checkpoint
+from coppelius.formats import checkpoint, result
 from conftest import REFERENCE_HOST
 from test_native_run import execute, native, run as run_native
 from test_train_cpu import config, run as run_interpreter
@@ -23,19 +24,22 @@ KILL_POINTS = [
     "launch:3", "launch:40",                                          # initialize / first forward
     "launch:120", "launch:400", "launch:777", "launch:850",          # inside update submissions
     "adamw-scalars:1", "adamw-scalars:8", "record-stat:4", "cursor-advance:6", "read-at-cursor:11",
+    "validation-begin:2", "cursor-wrap:9",                            # scoring the validation stream
     "checkpoint-begin:1", "write:1", "write:5", "checkpoint-begin:3",  # publication, before the rename
     "checkpoint-publish:2", "checkpoint-publish:4",
     "publish-renamed:1", "publish-renamed:3", "publish-renamed:4",    # renamed, `latest` not yet moved
-    "reissue:1", "write-status:1", "result-written:1",                # final forward, result record
+    "result-written:1", "result-written:3",                           # a publication's record
+    "reissue:1", "write-status:1", "result-written:5",                # final forward, the last record
 ]
 
 
 def killed_run(host: str, paths: dict, out: Path, kill_at: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COPPELIUS_KILL_AT": kill_at}
     if host == "native":
-        return execute(native(paths), paths["checkpoint"], paths["train"], out, env=env)
+        return execute(native(paths), paths["checkpoint"], paths["train"], out, env=env, validation=paths["val"])
     return subprocess.run([sys.executable, REFERENCE_HOST, "run", paths["elf"], "--checkpoint",
-                           paths["checkpoint"], "--tokens", paths["train"], "--out", str(out)],
+                           paths["checkpoint"], "--tokens", paths["train"], "--validation", paths["val"], "--out",
+                           str(out)],
                           capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -49,6 +53,22 @@ def builds(tmp_path_factory):
         full = build_chain(config(root, steps=STEPS, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144), root / "full")
         references = {host: RUN[host](full, full["checkpoint"], root / f"reference-{host}") for host in RUN}
         yield root, full, references
+
+
+def check_interrupted_record(out: Path, reference: dict, done: int) -> None:
+    """The record a killed run leaves: none before its first publication; else "interrupted", with the steps,
+    losses and validation points up to a publication: the newest, or the one before when the kill came
+    between a checkpoint's rename and its record."""
+    if not (out / "result.json").exists():
+        assert done <= INTERVAL
+        return
+    record = result.read(out / "result.json")
+    last = checkpoint.read_header(record["published"][-1])["step"] if Path(record["published"][-1]).exists() else None
+    steps = [s["t"] for s in record["steps"]]
+    assert record["status"] == "interrupted" and steps == list(range(1, steps[-1] + 1))
+    assert steps[-1] in (done, done - INTERVAL) and last in (steps[-1], None)
+    assert [s["loss"] for s in record["steps"]] == [s["loss"] for s in reference["steps"][:steps[-1]]]
+    assert [p["t"] for p in record["validation"]["points"]] == list(range(INTERVAL, steps[-1] + 1, INTERVAL))
 
 
 def remainder_elf(root: Path, steps: int) -> dict:
@@ -73,6 +93,7 @@ def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, host, tmp_path):
     header, _ = checkpoint.read(newest)  # verifies the payload digest
     done = header["step"]
     print(f"{host} killed at {kill_at}: newest published is step {done}")
+    check_interrupted_record(out, reference, done)
     final = Path(reference["published"][-1]).read_bytes()
     if done == STEPS:
         assert Path(newest).read_bytes() == final

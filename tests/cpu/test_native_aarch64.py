@@ -24,9 +24,11 @@ pytestmark = [
 ]
 
 
-def under_qemu(elf, ckpt, tokens, out, operation) -> dict:
+def under_qemu(elf, ckpt, tokens, out, operation, validation) -> dict:
+    validation = ["--validation", str(validation)] if operation == "train" else []
     proc = subprocess.run([QEMU, "-L", str(SYSROOT), str(elf), "--checkpoint", str(ckpt), "--tokens", str(tokens),
-                           "--out", str(out), "--operation", operation], capture_output=True, text=True, timeout=600)
+                           "--out", str(out), "--operation", operation, *validation], capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr
     return result.read(Path(out) / "result.json")
 
@@ -40,11 +42,14 @@ def test_an_aarch64_cpu_host_elf_trains_bit_identically_under_qemu(tmp_path):
     link_host_executable(arm, "aarch64", elf.identity, elf.sections)
     assert read_host_elf(arm).machine == "aarch64"
     for operation, tokens, out in (("train", paths["train"], "train"), ("predict", paths["val"], "predict")):
-        proc = execute(paths["elf"], paths["checkpoint"], tokens, tmp_path / "x86_64" / out, operation)
+        proc = execute(paths["elf"], paths["checkpoint"], tokens, tmp_path / "x86_64" / out, operation,
+                       validation=paths["val"])
         assert proc.returncode == 0, proc.stderr
-        under_qemu(arm, paths["checkpoint"], tokens, tmp_path / "aarch64" / out, operation)
+        under_qemu(arm, paths["checkpoint"], tokens, tmp_path / "aarch64" / out, operation, paths["val"])
     x86, aarch64 = (result.read(tmp_path / machine / "train/result.json") for machine in ("x86_64", "aarch64"))
     assert [s["loss"] for s in aarch64["steps"]] == [s["loss"] for s in x86["steps"]]
+    assert [s["step_word"] for s in aarch64["steps"]] == [s["step_word"] for s in x86["steps"]]  # the AdamW words
+    assert aarch64["validation"]["points"] == x86["validation"]["points"]
     assert [Path(p).name for p in aarch64["published"]] == ["step-000003.ckpt", "step-000006.ckpt"]
     for theirs, ours in zip(aarch64["published"], x86["published"]):
         assert Path(theirs).read_bytes() == Path(ours).read_bytes(), Path(ours).name

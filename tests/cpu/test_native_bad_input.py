@@ -34,10 +34,10 @@ def digest_tree(path: Path) -> dict:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-def refused(elf, ckpt, toks, out, operation="train") -> str:
+def refused(elf, ckpt, toks, out, operation="train", validation=None, options=()) -> str:
     owned = [Path(ckpt).parent, Path(toks).parent]
     before = [digest_tree(p) for p in owned]
-    proc = execute(elf, ckpt, toks, out, operation, timeout=120)
+    proc = execute(elf, ckpt, toks, out, operation, timeout=120, validation=validation, options=options)
     lines = proc.stderr.strip().splitlines()
     print(proc.stderr.strip())
     assert proc.returncode == 1 and len(lines) == 1 and proc.stdout == "", proc.stderr
@@ -111,17 +111,28 @@ def test_a_description_that_is_not_utf8_is_unreadable_not_echoed(built, tmp_path
     assert "the header's description is unreadable" in line
 
 
-def test_token_stream_too_short_says_how_many_contexts(built, tmp_path):
+def test_a_token_stream_shorter_than_one_context_is_refused(built, tmp_path):
+    """Shorter than the run is fine (it goes round again: tests/cpu/test_epochs.py); shorter than one context
+    (batch 2 x context 64 + 1 tokens) is not, as the train, the validation or the predict stream."""
     _, p, elf, *_ = built
     short = tmp_path / "input" / "short.bin"
     short.parent.mkdir()
-    tokens.write(short, np.arange(128 * 3 + 1) % 256)  # 3 steps of batch 2 x context 64; the run needs 6
-    line = refused(elf, p["checkpoint"], short, tmp_path / "o")
-    assert "it holds 3 steps of batch 2 x context 64 = 128 tokens from cursor 0 and the run takes 6" in line
-    tokens.write(short, np.arange(128 + 1) % 256)  # one forward pass; eval_contexts is 2
-    line = refused(elf, p["checkpoint"], short, tmp_path / "o", operation="predict")
-    assert "it holds 1 forward passes of batch 2 x context 64 = 128 tokens and the plan scores 2" in line
-    assert "lower eval_contexts" in line and "steps" not in line
+    tokens.write(short, np.arange(128) % 256)
+    words = "token count is 128, less than one context: batch 2 x context 64 + 1 = 129 tokens; use a longer stream"
+    assert words in refused(elf, p["checkpoint"], short, tmp_path / "o")
+    assert words in refused(elf, p["checkpoint"], short, tmp_path / "o", operation="predict")
+    assert refused(elf, p["checkpoint"], p["train"], tmp_path / "o", validation=short).startswith(f"{short}: {words}")
+
+
+def test_the_validation_stream_goes_with_train_only(built, tmp_path):
+    _, p, elf, *_ = built
+    line = refused(elf, p["checkpoint"], p["val"], tmp_path / "o", "predict", options=("--validation", p["val"]))
+    assert line == "command line: --validation is for train runs; a predict run scores --tokens"
+    proc = subprocess.run([elf, "--checkpoint", p["checkpoint"], "--tokens", p["train"], "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--validation is missing" in proc.stderr
+    line = refused(elf, p["checkpoint"], p["val"], tmp_path / "o", "predict", options=("--predict-from", "middle"))
+    assert line == "command line: --predict-from is 'middle'; use start or checkpoint"
 
 
 def test_token_over_vocab_and_bad_headers(built, tmp_path):

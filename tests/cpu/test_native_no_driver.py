@@ -22,7 +22,7 @@ pytestmark = [
 
 def launch(elf, checkpoint, tokens, out, prefix=()):
     return subprocess.run([*prefix, str(elf), "--checkpoint", str(checkpoint), "--tokens", str(tokens),
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+                           "--validation", str(tokens), "--out", str(out)], capture_output=True, text=True, timeout=600)
 
 
 def chain(tmp_path, target):

@@ -42,14 +42,19 @@ def native(paths: dict, certificate: bytes | None = None) -> str:
     return _native_of(str(Path(paths["elf"]).resolve()), certificate)
 
 
-def execute(elf, ckpt, tokens, out, operation="train", env=None, timeout=300) -> subprocess.CompletedProcess:
+def execute(elf, ckpt, tokens, out, operation="train", env=None, timeout=300, validation=None,
+            options=()) -> subprocess.CompletedProcess:
+    """The host ELF run as a program; a train run validates on `validation`, or on `tokens` when not given."""
+    validation = ["--validation", str(validation or tokens)] if operation == "train" else []
     return subprocess.run([str(elf), "--checkpoint", str(ckpt), "--tokens", str(tokens), "--out", str(out),
-                           "--operation", operation], capture_output=True, text=True, env=env, timeout=timeout)
+                           "--operation", operation, *validation, *options], capture_output=True, text=True,
+                          env=env, timeout=timeout)
 
 
-def run(paths, checkpoint_path, out, operation="train", tokens=None) -> dict:
-    """A native run that must complete; its result record."""
-    proc = execute(native(paths), checkpoint_path, tokens or paths["train"], out, operation)
+def run(paths, checkpoint_path, out, operation="train", tokens=None, options=()) -> dict:
+    """A native run that must complete (a train run validating on the chain's val.bin); its result record."""
+    proc = execute(native(paths), checkpoint_path, tokens or paths["train"], out, operation, validation=paths["val"],
+                   options=options)
     assert proc.returncode == 0, proc.stderr
     return result.read(Path(out) / "result.json")
 
@@ -72,7 +77,8 @@ def test_a_run_publishes_under_the_interpreters_run_identity_with_its_record(cha
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("step      6 (6/6) loss ")  # the progress line, not a tty
     record = result.read(out / "result.json")
-    identity = Run(Program(elf), None, c["half"]["checkpoint"], c["half"]["train"], str(out), "train").identity
+    identity = Run(Program(elf), None, c["half"]["checkpoint"], c["half"]["train"], str(out), "train",
+                   validation_path=c["half"]["val"]).identity
     folder = out / "checkpoints" / identity[:16]
     assert record["published"] == [str(folder / "step-000003.ckpt"), str(folder / "step-000006.ckpt")]
     assert (folder / "latest").read_text() == "step-000006.ckpt\n"
@@ -80,7 +86,7 @@ def test_a_run_publishes_under_the_interpreters_run_identity_with_its_record(cha
     assert record["status"] == "completed" and record["skipped"] == 0 and [s["t"] for s in record["steps"]] == [1, 2, 3,
                                                                                                               4, 5, 6]
     assert record["host_elf_sha256"] == Program(elf).sha256 and record["operation"] == "train"
-    assert record["checkpoint_in"] == {"path": c["half"]["checkpoint"], "step": 0, "cursor": 0}
+    assert record["checkpoint_in"] == {"path": c["half"]["checkpoint"], "step": 0, "cursor": 0, "epoch": 0}
     assert record["tokens_per_second"] > 0 and {"initial_loss", "final_loss", "timestamps"} <= set(record)
     header, _ = checkpoint.read(folder / "step-000006.ckpt")
     assert (header["step"], header["cursor"]) == (6, 6 * 4 * 64)

@@ -100,7 +100,7 @@ def refusal_lines(paths, out, options: dict, checkpoint) -> tuple[str, str]:
     lines = proc.stderr.decode().strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and proc.stdout == b"", proc.stderr
     with pytest.raises(CoppeliusError) as refused:
-        reference_run(paths["elf"], checkpoint, None, str(out), "generate", options)
+        reference_run(paths["elf"], checkpoint, None, str(out), "generate", generate=options)
     return lines[0], str(refused.value)
 
 

@@ -39,9 +39,12 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(paths, checkpoint_path, out, operation="train", tokens=None):
+def run(paths, checkpoint_path, out, operation="train", tokens=None, predict_from="start"):
+    """An interpreter run (a train run validating on the chain's val.bin); its result record."""
     program = Program(paths["elf"])
-    return Run(program, CpuDevice(), checkpoint_path, tokens or paths["train"], out, operation).execute()
+    validation = paths["val"] if operation == "train" else None
+    return Run(program, CpuDevice(), checkpoint_path, tokens or paths["train"], out, operation,
+               validation_path=validation, predict_from=predict_from).execute()
 
 
 def test_plan_gradient_matches_float64_reference(in_tmp):

@@ -346,7 +346,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
             if isinstance(device, CudaDevice):
                 check_card(program.identity, device.describe())
             record = SynchronizedRun(program, device, str(checkpoint_path), str(tokens_path), str(tmp_path / name),
-                                     "train").execute()
+                                     "train", validation_path=str(tokens_path)).execute()
         finally:
             getattr(device, "close", lambda: None)()
         return [s["loss"] for s in record["steps"]] + [record["initial_loss"], record["final_loss"]]

@@ -24,10 +24,12 @@ def config(tmp_path, **overrides):
 
 
 def native(elf, checkpoint, tokens, out, operation="train"):
-    """The host ELF itself, in an empty environment: no PATH, no Python, no CUDA variables."""
+    """The host ELF itself, in an empty environment: no PATH, no Python, no CUDA variables. A train run
+    validates on the stream it trains on (the tests compare runs, not models)."""
+    validation = ["--validation", str(tokens)] if operation == "train" else []
     return subprocess.run([str(Path(elf).resolve()), "--checkpoint", str(checkpoint), "--tokens", str(tokens),
-                           "--out", str(out), "--operation", operation], env={}, capture_output=True, text=True,
-                          timeout=600)
+                           "--out", str(out), "--operation", operation, *validation], env={}, capture_output=True,
+                          text=True, timeout=600)
 
 
 def trained(elf, checkpoint, tokens, out, operation="train") -> dict:
@@ -41,7 +43,8 @@ def python_host(paths, checkpoint, out) -> dict:
     device = CudaDevice()
     check_card(program.identity, device.describe())
     try:
-        return Run(program, device, checkpoint, paths["train"], out, "train").execute()
+        return Run(program, device, checkpoint, paths["train"], out, "train",
+                   validation_path=paths["train"]).execute()
     finally:
         device.close()
 

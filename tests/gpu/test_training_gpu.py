@@ -29,7 +29,7 @@ def train(paths, checkpoint, out, device=None):
         device = CudaDevice()
         check_card(program.identity, device.describe())
     try:
-        return Run(program, device, checkpoint, paths["train"], out, "train").execute()
+        return Run(program, device, checkpoint, paths["train"], out, "train", validation_path=paths["val"]).execute()
     finally:
         device.close()
 

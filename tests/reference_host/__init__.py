@@ -5,6 +5,7 @@ harness (tests/gpu/cuda_harness.py), a GPU target's on the card. Not part of the
 workflow and `coppelius run` execute the host ELF itself.
 
     python tests/reference_host run HOST_ELF --checkpoint C --tokens T --out DIR [--operation train|predict]
+        [--validation V] [--predict-from start|checkpoint]
     python tests/reference_host sample HOST_ELF --checkpoint C --out FILE [--prompt TEXT | --prompt-tokens F]
         [--tokens N] [--temperature X] [--top-k K] [--seed S]
 

@@ -21,17 +21,19 @@ def main() -> int:
         p.add_argument("--out", required=True)
     train.add_argument("--tokens", required=True)
     train.add_argument("--operation", default="train", choices=["train", "predict"])
+    train.add_argument("--validation")
+    train.add_argument("--predict-from", default="start")
     for option in ("--prompt", "--prompt-tokens", "--temperature", "--top-k", "--seed"):
         sample.add_argument(option)
     sample.add_argument("--tokens", dest="new_tokens", default="64")  # as `coppelius sample` takes it
     a = parser.parse_args()
     try:
         if a.command == "run":
-            run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation)
+            run(a.host_elf, a.checkpoint, a.tokens, a.out, a.operation, a.validation, a.predict_from)
         else:
             options = {"prompt": a.prompt, "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens,
                        "temperature": a.temperature, "top_k": a.top_k, "seed": a.seed}
-            run(a.host_elf, a.checkpoint, None, a.out, "generate", options)
+            run(a.host_elf, a.checkpoint, None, a.out, "generate", generate=options)
             if not Path(a.out).read_bytes().endswith(b"\n"):
                 sys.stdout.write("\n")  # the sample printed above ends its line, as `coppelius sample` does
     except CoppeliusError as error:

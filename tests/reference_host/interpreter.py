@@ -13,13 +13,14 @@ import numpy as np
 
 from coppelius.errors import CoppeliusError
 from coppelius import canonical
-from coppelius.formats import certificate, checkpoint, faults, result, tokens as token_file
+from coppelius.formats import certificate, checkpoint, faults, result
 from coppelius.formats.elf import host_machine, read_host_elf
 from coppelius.formats.program import OPERATIONS, walk
 from coppelius.formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
-from coppelius.formats.step_size import step_size_host
+from coppelius.formats.step_size import f32_word, step_size_host
 from reference_host.generate import Generation, check_sample_path, parse_options
 from reference_host.sections import RunTables
+from reference_host.streams import check_command_line, check_stream, first_cursor
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
             "buffers", "run", "step_words", "certificate")
@@ -66,12 +67,16 @@ def device_factory(program: Program):
 
 class Run:
     def __init__(self, program: Program, device, checkpoint_path: str, tokens_path: str | None, out_dir: str,
-                 operation: str, progress=None, generate: dict | None = None):
+                 operation: str, progress=None, validation_path: str | None = None, predict_from: str = "start",
+                 generate: dict | None = None):
+        if operation != "generate":
+            check_command_line(operation, validation_path, predict_from)
         self.program, self.plan, self.device = program, program.plan, device
-        self.operation = operation
+        self.operation, self.predict_from = operation, predict_from
         self.out = Path(out_dir)
         self.checkpoint_path = Path(checkpoint_path)
         self.tokens_path = Path(tokens_path) if tokens_path is not None else None
+        self.validation_path = Path(validation_path) if validation_path is not None else None
         self.progress = progress or (lambda record: None)
         self.header = self._check_checkpoint()
         if operation == "generate":  # no token stream; nothing published but the sample at --out
@@ -80,19 +85,29 @@ class Run:
         else:
             self.generation, self.new_tokens = None, 0
             self.stream = self._check_tokens()
+            self.validation_stream = self._check_validation()
             self.identity = self._run_identity()
         self.tables = program.tables
         self.buffers = self.tables.buffers
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
-        self.cursor, self.t, self.consecutive_skips = 0, 0, 0
+        self.cursor, self.epoch, self.t, self.consecutive_skips = 0, 0, 0, 0
+        self.train_position = None  # (stream, cursor, epoch) of the train stream during a validation pass
         self.issued = set()
         self.open_checkpoint = None
         self.record = {"format": result.FORMAT, "version": result.VERSION, "operation": operation,
                        "target": program.identity["target"], "plan_sha256": program.identity["plan_sha256"],
                        "host_elf_sha256": program.sha256, "tokens_per_step": self.plan["run"]["tokens_per_step"],
+                       "tokens": {"path": str(self.tokens_path), "count": 0 if self.generation else len(self.stream)},
                        "checkpoint_in": {"path": str(self.checkpoint_path), "step": self.header["step"],
-                                         "cursor": self.header["cursor"]},
+                                         "cursor": self.header["cursor"], "epoch": self.header["epoch"]},
+                       "epoch": self.header["epoch"] if operation == "train" else 0,
                        "steps": [], "predict": [], "skipped": 0, "published": [], "status": "running"}
+        if operation == "train":
+            self.record["validation"] = {"path": str(self.validation_path), "points": [], "seconds": 0.0,
+                                         "contexts": self.plan["run"]["eval_contexts"]}
+        elif operation == "predict":
+            start = self.header["cursor"] if predict_from == "checkpoint" else 0
+            self.record["predict_from"] = {"from": predict_from, "cursor": first_cursor(self.plan, self.stream, start)}
 
     # ---------------------------------------------------------------- checks before any work
     def _check_checkpoint(self) -> dict:
@@ -109,26 +124,16 @@ class Run:
         return header
 
     def _check_tokens(self) -> np.ndarray:
-        contract = self.plan["contracts"]["tokens"]
-        stream = token_file.read(self.tokens_path)
+        run = self.plan["run"]
         if self.operation == "train":
-            start, need = self.header["cursor"], contract["train_tokens_from_cursor"]
-        else:
-            start, need = 0, contract["predict_tokens"]
-        n = contract["context_tokens"] - 1
-        if start + need > len(stream):
-            run = self.plan["run"]
-            words = f"batch {run['batch']} x context {self.plan['model']['context']} = {n} tokens"
-            have = max(0, (len(stream) - start - 1) // n)
-            if self.operation == "train":
-                todo = (f"it holds {have} steps of {words} from cursor {start} and the run takes {(need - 1) // n}; "
-                        f"use a longer stream or rebuild with fewer steps")
-            else:
-                todo = (f"it holds {have} forward passes of {words} and the plan scores {(need - 1) // n}; "
-                        f"use a longer stream or rebuild with a lower eval_contexts")
-            raise CoppeliusError(f"{self.tokens_path}: token count is {len(stream)}: {todo}")
-        token_file.check_vocab(self.tokens_path, stream[start:start + need], contract["vocab"], start)
-        return stream
+            return check_stream(self.plan, self.tokens_path, self.header["cursor"], run["steps"])
+        start = self.header["cursor"] if self.predict_from == "checkpoint" else 0
+        return check_stream(self.plan, self.tokens_path, start, run["eval_contexts"])
+
+    def _check_validation(self) -> np.ndarray | None:
+        if self.validation_path is None:
+            return None
+        return check_stream(self.plan, self.validation_path, 0, self.plan["run"]["eval_contexts"])
 
     def _run_identity(self) -> str:
         """The digest of everything that determines this run's checkpoints: its checkpoints live
@@ -148,9 +153,10 @@ class Run:
         self.device.allocate(int(run["arena_bytes"]), int(run["host_bytes"]))
         self.device.load_program(s["image"], s["launches"], s["relocations"], s["commands"], s["ring"], s["step_words"],
                                  self.tables.plane_offsets, [b["offset"] for b in self.buffers.values()])
-        self.started = time.time()
+        self.started = self.last_step = time.time()
         self.checkpoint_file = open(self.checkpoint_path, "rb")
-        self.predictions = Publication(self.out / "predictions.bin") if self.operation == "predict" else None
+        # predict: every scored context's predictions; train: its first forward's; generate: none
+        self.predictions = None if self.generation is not None else Publication(self.out / "predictions.bin")
         try:
             for _, op, args in walk(self.tables.steps, self.operation, self.new_tokens):
                 if op != "operation":
@@ -206,14 +212,32 @@ class Run:
         self.buffer(buffer, 0, 4 * tokens)[:] = ids.view(np.uint8)
 
     def op_cursor_from_checkpoint(self):
-        self.cursor, self.t = self.header["cursor"], self.header["step"]
+        train = self.operation == "train"
+        self.cursor = self.header["cursor"] if train or self.predict_from == "checkpoint" else 0
+        self.t, self.epoch = self.header["step"], self.header["epoch"] if train else 0
 
     def op_cursor_advance(self, tokens):
         self.cursor += tokens
 
+    def op_cursor_wrap(self, tokens):
+        if self.cursor + tokens > len(self.stream):
+            self.cursor, self.epoch = 0, self.epoch + 1
+
+    def op_validation_begin(self):
+        self.train_position = (self.stream, self.cursor, self.epoch)
+        self.stream, self.cursor, self.epoch = self.validation_stream, 0, 0
+        self.validation_losses, self.validation_started = [], time.time()
+
+    def op_validation_end(self):
+        self.stream, self.cursor, self.epoch = self.train_position
+        validation = self.record["validation"]
+        validation["points"].append({"t": self.t, "loss": result.in_order_mean(self.validation_losses)})
+        validation["seconds"] += time.time() - self.validation_started
+
     def op_adamw_scalars(self):
         self.t += 1
-        self.device.patch_step_size(step_size_host(self.lr, self.beta1, self.beta2, self.t))
+        self.step_size = step_size_host(self.lr, self.beta1, self.beta2, self.t)
+        self.device.patch_step_size(self.step_size)
 
     def checkpoint_directory(self) -> Path:
         """This run's checkpoints: a folder named by the run's identity (host ELF, starting checkpoint,
@@ -270,7 +294,7 @@ class Run:
         publication, digest, written = self.open_checkpoint
         contract = self.plan["contracts"]["checkpoint"]
         header = checkpoint.header_for(contract["model"], contract["learner"], self.t, self.cursor,
-                                       payload_bytes=written[0], payload_sha256=digest.hexdigest())
+                                       payload_bytes=written[0], payload_sha256=digest.hexdigest(), epoch=self.epoch)
         encoded = checkpoint.encode_header(header)
         if publication.path.exists() and _head(publication.path, len(encoded)) != encoded:
             publication.__exit__(CoppeliusError, None, None)  # discards the temporary
@@ -287,11 +311,16 @@ class Run:
         faults.point("publish-renamed")
         directory = publication.path.parent
         self.record["published"].append(str(publication.path))
+        self.record["epoch"] = self.epoch
         try:
             publish_bytes(directory / "latest", publication.path.name.encode() + b"\n")
         except OSError as error:  # `latest` still names the previous checkpoint, which pruning has not touched
             self.publication_failed(error, f"the pointer {directory / 'latest'}")
         self.prune(directory)
+        try:  # what the run did until now, should it be killed before the next publication
+            result.write(self.out / "result.json", self.record | {"status": "interrupted"})
+        except OSError as error:
+            self.publication_failed(error, f"the result record {self.out / 'result.json'}")
 
     def prune(self, directory: Path):
         """Keep the newest `keep` steps of this run up to the one just published (step t); never a later step."""
@@ -308,7 +337,10 @@ class Run:
             loss = float(np.mean(losses, dtype=np.float64))
             self.record["skipped"] += skipped
             self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
-            entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": time.time() - self.started}
+            now = time.time()
+            took, self.last_step = now - self.last_step, now
+            entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": now - self.started, "epoch": self.epoch,
+                     "tokens_per_second": n / took if took > 0 else 0.0, "step_word": f32_word(self.step_size)}
             self.record["steps"].append(entry)
             self.progress(entry | {"steps": self.plan["run"]["steps"], "tokens": n})
             if self.consecutive_skips >= self.plan["run"]["max_skips"]:
@@ -323,7 +355,9 @@ class Run:
         loss = float(np.mean(self.buffer("report_losses", 0, 4 * n).view("<f4"), dtype=np.float64))
         if kind == "predict":
             self.record["predict"].append({"context": len(self.record["predict"]), "loss": loss})
-            self.record["mean_loss"] = float(np.mean([p["loss"] for p in self.record["predict"]]))
+            self.record["mean_loss"] = result.in_order_mean([p["loss"] for p in self.record["predict"]])
+        elif kind == "validation":
+            self.validation_losses.append(loss)
         else:
             self.record[f"{kind}_loss"] = loss
 
@@ -352,6 +386,9 @@ class Run:
         count = len(self.record["steps"]) or len(self.record["predict"])
         self.record["timestamps"] = {"started": self.started, "finished": time.time(), "seconds": elapsed}
         self.record["tokens_per_second"] = count * self.plan["run"]["tokens_per_step"] / elapsed if elapsed else 0.0
+        self.record["epoch"] = self.epoch
+        if self.operation == "train":
+            self.record["tokens_per_second_counts"] = result.RATE_COUNTS
 
 
 def _head(path: Path, count: int) -> bytes:
@@ -377,7 +414,7 @@ def progress_printer(stream=sys.stderr):
 
 
 def run(host_elf: str, checkpoint_path: str, tokens_path: str | None, out_dir: str, operation: str = "train",
-        generate: dict | None = None) -> dict:
+        validation_path: str | None = None, predict_from: str = "start", generate: dict | None = None) -> dict:
     """Train, predict, or generate (`generate`: the command line's strings of parse_options; --out is
     then the sample file)."""
     if operation not in OPERATIONS:
@@ -386,11 +423,12 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str | None, out_dir: s
         generate = parse_options(**generate)
         check_sample_path(out_dir)
     else:
+        check_command_line(operation, validation_path, predict_from)
         check_writable_folder(out_dir, "--out")
     program = Program(host_elf)
     make_device = device_factory(program)
     runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer(),  # checks inputs
-                 generate)
+                 validation_path, predict_from, generate)
     runner.device = make_device()  # the device is touched only once every input has passed
     try:
         record = runner.execute()

@@ -65,7 +65,7 @@ def m_drop_final_restore(c):
 
 
 def m_predict_count(c):
-    c.plan["program"][c.plan["labels"]["predict"]][1]["count"] += 1
+    c.plan["program"][step(c.plan, "repeat", after=c.plan["labels"]["predict"])][1]["count"] += 1
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
@@ -76,8 +76,8 @@ def m_advance_short(c):
 
 def m_advance_first(c):
     at = step(c.plan, "read-at-cursor", after=step(c.plan, "repeat"))
-    body = c.plan["program"][at:at + 5]
-    c.plan["program"][at:at + 5] = [body[4]] + body[:4]
+    body = c.plan["program"][at:at + 6]  # the context, the update, its stat, then the move and the wrap
+    c.plan["program"][at:at + 6] = body[4:] + body[:4]
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
@@ -155,13 +155,28 @@ def m_buffers_overlap(c):
     return c.reencode()
 
 
+def m_wrap_dropped(c):
+    edit_program(c.plan, step(c.plan, "cursor-wrap", after=step(c.plan, "repeat")), delete=1)
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_wrap_short(c):
+    c.plan["program"][step(c.plan, "cursor-wrap", after=step(c.plan, "repeat"))][1]["tokens"] -= 1
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_validation_stays(c):
+    edit_program(c.plan, step(c.plan, "cursor-advance", after=step(c.plan, "validation-begin")), delete=1)
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
 def m_fill_overrun(c):
     c.plan["program"][step(c.plan, "fill")][1]["bytes"] += 4
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
 def m_predictions_overrun(c):
-    c.plan["program"][step(c.plan, "write", file="predictions")][1]["bytes"] += 4
+    c.plan["program"][step(c.plan, "write", after=c.plan["labels"]["predict"], file="predictions")][1]["bytes"] += 4
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
@@ -330,13 +345,18 @@ MUTATIONS = [
     ("step-overlap", "cpu", "device-lifetimes", m_step_overlap, ["ln1 (step)", "qkv (step)", "share arena bytes"]),
     ("restore-touches-staging", "cpu", "device-lifetimes", m_restore_touches_staging,
      ["piece restore", "command 2", "touches transfer plane staging"]),
-    ("inner-repeat-short", "cpu", "schedule-issues-run", m_inner_count, ["train issues ring entry 6 (update) 18 times", "needs 20"]),
-    ("final-restore-dropped", "cpu", "schedule-issues-run", m_drop_final_restore, ["ring entry 9 (restore) 1 times", "needs 2"]),
+    ("inner-repeat-short", "cpu", "schedule-issues-run", m_inner_count, ["train issues ring entry 6 (update) 19 times", "needs 20"]),
+    ("final-restore-dropped", "cpu", "schedule-issues-run", m_drop_final_restore, ["ring entry 9 (restore) 9 times", "needs 10"]),
     ("predict-extra", "cpu", "schedule-issues-run", m_predict_count, ["predict issues ring entry 5 (forward) 5 times", "needs 4"]),
     ("advance-short", "cpu", "schedule-steps-fresh", m_advance_short, ["update 2", "moved by [127]"]),
     ("advance-before-read", "cpu", "schedule-steps-fresh", m_advance_first, ["update 1", "moved by [128] since it was set"]),
     ("no-adamw-scalars", "cpu", "schedule-steps-fresh", m_no_scalars, ["update 1", "adamw-scalars ran 0 times"]),
     ("context-short", "cpu", "schedule-steps-fresh", m_short_context, ["update 1", "128 tokens, one context is 129"]),
+    ("wrap-dropped", "cpu", "schedule-steps-fresh", m_wrap_dropped,
+     ["reads 129 tokens at the cursor with no cursor-wrap", "could straddle the stream's end"]),
+    ("wrap-short", "cpu", "schedule-steps-fresh", m_wrap_short, ["it wraps for 128", "could straddle"]),
+    ("validation-stays", "cpu", "schedule-steps-fresh", m_validation_stays,
+     ["validation forward 2 of the pass at host step", "moved by [] since forward 1"]),
     ("targets-unshifted", "cpu", "schedule-steps-fresh", m_targets_unshifted, ["piece update: targets", "context byte 4"]),
     ("chunk-read-twice", "cpu", "schedule-moves-checkpoint", m_read_twice, ["load read 1 takes checkpoint bytes [0, "]),
     ("scatter-wrong-part", "cpu", "schedule-moves-checkpoint", m_scatter_wrong_part,

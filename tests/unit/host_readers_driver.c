@@ -85,19 +85,20 @@ int main(int argc, char** argv) {
             checkpoint_check_description(argv[2], &h, argv[3], strlen(argv[3]), argv[4], strlen(argv[4]), &f) != 0 ||
             checkpoint_verify_payload(argv[2], &h, &f) != 0)
             return refuse(&f);
-        printf("step %llu cursor %llu payload_bytes %llu\n", (unsigned long long)h.step,
-               (unsigned long long)h.cursor, (unsigned long long)h.payload_bytes);
+        printf("step %llu cursor %llu epoch %llu payload_bytes %llu\n", (unsigned long long)h.step,
+               (unsigned long long)h.cursor, (unsigned long long)h.epoch, (unsigned long long)h.payload_bytes);
         return 0;
     }
-    if (argc == 8 && strcmp(argv[1], "checkpoint-write") == 0) {
-        FILE* file = fopen(argv[5], "rb");
+    if (argc == 9 && strcmp(argv[1], "checkpoint-write") == 0) {  // PATH STEP CURSOR EPOCH PAYLOAD MODEL LEARNER
+        FILE* file = fopen(argv[6], "rb");
         static uint8_t payload[1 << 22];
         size_t n = file ? fread(payload, 1, sizeof payload, file) : 0;
         if (file) fclose(file);
         uint8_t digest[32], header[CHECKPOINT_HEADER_BYTES];
         sha256(payload, n, digest);
-        if (checkpoint_encode_header(header, strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10), n, digest,
-                                     argv[6], strlen(argv[6]), argv[7], strlen(argv[7])) != 0)
+        if (checkpoint_encode_header(header, strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
+                                     strtoull(argv[5], NULL, 10), n, digest, argv[7], strlen(argv[7]), argv[8],
+                                     strlen(argv[8])) != 0)
             return 2;
         publication p;
         if (publication_begin(&p, argv[2], &f) != 0 || publication_write(&p, header, sizeof header, &f) != 0 ||

@@ -2,6 +2,7 @@
 code (every record's size and field offsets, the op codes, the kernel catalog), and the host
 program's encoding and walker to their definitions."""
 import re
+import struct
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import yaml
 
 from coppelius.config import ROOT, resolve
 from coppelius.errors import CoppeliusError
-from coppelius.formats import program as host_program, tables
+from coppelius.formats import checkpoint, program as host_program, tables
 from coppelius.formats.kernels import CATALOG, KERNEL_IDS, catalog_table
 from coppelius.plan.build import build_plan
 
@@ -97,3 +98,20 @@ def test_an_unknown_op_code_is_refused_in_one_line():
     records["op"][3] = 99
     with pytest.raises(CoppeliusError, match=r"^x: host program step 3 has op code 99, not one of 1\.\.20"):
         host_program.decode(tables.pack("program", records), "x")
+
+
+def test_the_checkpoint_header_counts_epochs_and_refuses_older_versions(tmp_path):
+    payload = bytes(range(48))
+    header = checkpoint.encode_header(checkpoint.header_for({"vocab": 4}, {"lr": "1/10"}, 7, 640, payload, epoch=3))
+    assert struct.unpack_from("<QQQ", header, 16) == (7, 640, len(payload))
+    assert struct.unpack_from("<Q", header, 104) == (3,)  # the epoch, where version 2 had zeros
+    path = tmp_path / "a.ckpt"
+    path.write_bytes(header + payload)
+    assert {k: checkpoint.read_header(path)[k] for k in ("step", "cursor", "epoch")} == {"step": 7, "cursor": 640,
+                                                                                          "epoch": 3}
+    older = bytearray(header)
+    older[8:12] = (2).to_bytes(4, "little")  # version 2: the same layout, no epoch at 104
+    path.write_bytes(bytes(older) + payload)
+    with pytest.raises(CoppeliusError, match=r"^\S+a.ckpt: checkpoint version is 2, not 3; start from a checkpoint of "
+                                             r"this Coppelius \(`snakemake` writes init.ckpt\)$"):
+        checkpoint.read_header(path)

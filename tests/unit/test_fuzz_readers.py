@@ -39,7 +39,7 @@ def either_parses_or_refuses(fn):
 VALID_TOKENS = tokens.encode(np.arange(300) % 256)
 VALID_CHECKPOINT = (checkpoint.encode_header(checkpoint.header_for({"vocab": 4}, {"lr": "1/10"}, 3, 7, b"\1" * 48))
                     + b"\1" * 48)
-VALID_RESULT = json.dumps({"format": "coppelius-result", "version": 1, "steps": []}).encode()
+VALID_RESULT = json.dumps({"format": "coppelius-result", "version": 2, "steps": []}).encode()
 
 
 @FUZZ

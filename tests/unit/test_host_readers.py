@@ -184,11 +184,11 @@ MODEL = {"context": 64, "heads": 4, "layers": 2, "vocab": 256, "width": 64}
 LEARNER = {"beta1": "9/10", "beta2": "19/20", "eps": "1/100000000", "loss_scale": 1024, "lr": "3/1000"}
 
 
-def _checkpoint_v2(step: int, cursor: int, payload: bytes, model=MODEL, learner=LEARNER) -> bytes:
-    """A version-2 checkpoint as the lead's coppelius/formats/checkpoint.py (main, e31c92f) encodes it."""
+def _checkpoint_v3(step: int, cursor: int, payload: bytes, model=MODEL, learner=LEARNER, epoch: int = 0) -> bytes:
+    """A version-3 checkpoint as docs/formats.md lays it out (the epoch at offset 104), written here."""
     body = encode({"format": "coppelius-checkpoint", "learner": learner, "model": model, "parts": ["params", "m", "v"]})
-    fixed = struct.pack("<8sIIQQQ32s32s8x", b"COPPCKPT", 2, len(body), step, cursor, len(payload),
-                        hashlib.sha256(payload).digest(), bytes(32))
+    fixed = struct.pack("<8sIIQQQ32s32sQ", b"COPPCKPT", 3, len(body), step, cursor, len(payload),
+                        hashlib.sha256(payload).digest(), bytes(32), epoch)
     header = bytearray((fixed + body).ljust(4096, b"\0"))
     header[72:104] = hashlib.sha256(header).digest()
     return bytes(header) + payload
@@ -197,20 +197,20 @@ def _checkpoint_v2(step: int, cursor: int, payload: bytes, model=MODEL, learner=
 def test_a_checkpoint_is_read_checked_and_written_as_python_writes_it(driver, tmp_path):
     payload = np.random.default_rng(5).standard_normal(3000).astype("<f4").tobytes()
     path = tmp_path / "step-000012.ckpt"
-    path.write_bytes(_checkpoint_v2(12, 12288, payload))
+    path.write_bytes(_checkpoint_v3(12, 12288, payload, epoch=5))
     model, learner = encode(MODEL).decode(), encode(LEARNER).decode()
     assert _run(driver, "checkpoint", path, model,
-                learner).stdout == f"step 12 cursor 12288 payload_bytes {len(payload)}\n"
+                learner).stdout == f"step 12 cursor 12288 epoch 5 payload_bytes {len(payload)}\n"
     (tmp_path / "payload").write_bytes(payload)
     written = tmp_path / "out" / "again.ckpt"
     written.parent.mkdir()
-    assert _run(driver, "checkpoint-write", written, 12, 12288, tmp_path / "payload", model, learner).returncode == 0
+    assert _run(driver, "checkpoint-write", written, 12, 12288, 5, tmp_path / "payload", model, learner).returncode == 0
     assert written.read_bytes() == path.read_bytes()
 
 
 def test_bad_checkpoints_are_refused_in_one_line(driver, tmp_path):
     payload = bytes(range(256)) * 4
-    good = _checkpoint_v2(3, 99, payload)
+    good = _checkpoint_v3(3, 99, payload)
     model, learner = encode(MODEL).decode(), encode(LEARNER).decode()
     cases = {"truncated": (good[:-1], "truncated"), "header": (good[:2000], "truncated"),
              "magic": (b"COPPCKPX" + good[8:], "magic"), "version": (good[:8] + b"\1" + good[9:], "version is 1"),
@@ -223,9 +223,9 @@ def test_bad_checkpoints_are_refused_in_one_line(driver, tmp_path):
         run = _run(driver, "checkpoint", path, model, learner)
         assert run.returncode == 1 and named in run.stderr and str(path) in run.stderr, (name, run.stderr)
     other = tmp_path / "other.ckpt"
-    other.write_bytes(_checkpoint_v2(3, 99, payload, model={**MODEL, "width": 32}))
+    other.write_bytes(_checkpoint_v3(3, 99, payload, model={**MODEL, "width": 32}))
     run = _run(driver, "checkpoint", other, model, learner)
     assert run.returncode == 1 and "header model is" in run.stderr and '"width":32' in run.stderr
-    other.write_bytes(_checkpoint_v2(3, 99, payload, learner={**LEARNER, "lr": "1/1000"}))
+    other.write_bytes(_checkpoint_v3(3, 99, payload, learner={**LEARNER, "lr": "1/1000"}))
     assert "header learner is" in _run(driver, "checkpoint", other, model, learner).stderr
     assert "No such file" in _run(driver, "checkpoint", tmp_path / "missing.ckpt", model, learner).stderr

@@ -36,10 +36,13 @@ def test_counts_are_refused_naming_the_key_that_fixes_them(tmp_path):
     corpus.write_bytes(b"z" * 20_000)  # 18,000 train tokens, 2,000 validation tokens
     base = DEFAULTS | {"corpus": str(corpus), "batch": 2, "steps": 100, "interval": 100, "eval_contexts": 1}
     check_inputs(resolve(base))  # 100 steps of 128 tokens fit in 18,000; one pass of 128 in 2,000
-    with pytest.raises(CoppeliusError, match="key 'steps' is 200; .* enough for 140 steps of batch 2 x context 64"):
-        check_inputs(resolve(base | {"steps": 200}))
-    with pytest.raises(CoppeliusError, match="key 'eval_contexts' is 16; .* enough for 15 forward passes"):
-        check_inputs(resolve(base | {"eval_contexts": 16}))
+    # more steps or contexts than a stream holds go round it again (epochs), as llm.c's loader does
+    check_inputs(resolve(base | {"steps": 1000, "interval": 100, "eval_contexts": 100}))
+    with pytest.raises(CoppeliusError, match="key 'batch' is 32; the validation stream .* holds 2,000 tokens, less "
+                                             "than one context of batch 32 x context 64 . 1 = 2,049"):
+        check_inputs(resolve(base | {"batch": 32}))
+    with pytest.raises(CoppeliusError, match="key 'batch' is 300; the train stream .* holds 18,000 tokens"):
+        check_inputs(resolve(base | {"batch": 300}))
     with pytest.raises(CoppeliusError, match="key 'vocab' is 100"):
         check_inputs(resolve(base | {"vocab": 100}))
 

@@ -63,5 +63,8 @@ def test_pieces_and_program_cover_the_run():
         covered += size
     assert covered == plan["contracts"]["checkpoint"]["payload_bytes"] == 12 * 120_576
     ops = [op for op, _ in plan["program"]]
-    assert ops.count("checkpoint-publish") == 1 and "operation" in ops and ops[-1] == "end"
+    # one publication in the repeat of every interval but the last, one after the last (and its final forward)
+    assert ops.count("checkpoint-publish") == 2 and "operation" in ops and ops[-1] == "end"
+    # a wrap after each cursor-from-checkpoint (train, predict) and after every cursor-advance (5 of them)
+    assert ops.count("validation-begin") == 2 and ops.count("cursor-wrap") == 2 + ops.count("cursor-advance") == 7
     assert ops.count("sample-token") == ops.count("write-sample") == 1  # generate: one body, once per new token

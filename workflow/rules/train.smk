@@ -6,14 +6,18 @@ RUN_HOST_ELF = (
 )
 
 
+# A train run scores the validation stream at every publication; it goes round the train stream
+# as often as its steps take (epochs).
 rule train:
     input:
         elf=out("host.elf"),
         checkpoint=START_CHECKPOINT,
         tokens=out("tokens/train.bin"),
+        validation=out("tokens/val.bin"),
     output:
         result=out("train/result.json"),
         final=out("train/final.ckpt"),
+        predictions=out("train/predictions.bin"),
     log:
         out("logs/train.log"),
     benchmark:
@@ -23,7 +27,7 @@ rule train:
         folder=lambda wildcards, output: os.path.dirname(output.result),
     shell:
         "{params.run} {input.elf:q} --checkpoint {input.checkpoint:q} --tokens {input.tokens:q}"
-        " --out {params.folder:q} --operation train 2> >(tee {log:q} >&2)"
+        " --validation {input.validation:q} --out {params.folder:q} --operation train 2> >(tee {log:q} >&2)"
 
 
 rule evaluate:

@@ -1,0 +1,19 @@
+"""The report's loss chart: the train loss raw and smoothed, and the validation points, on one chart."""
+import numpy as np
+import pytest
+
+from coppelius.report import loss_plot, smoothed
+
+
+def test_smoothing_follows_a_constant_and_lags_a_step_without_start_up_bias():
+    assert smoothed([2.0] * 5) == pytest.approx([2.0] * 5, rel=1e-12)  # bias-corrected: no dip towards 0 at first
+    values = smoothed([4.0] * 10 + [1.0] * 10)
+    assert values[9] == pytest.approx(4.0, rel=1e-12) and 1.0 < values[10] < 4.0 and 1.0 < values[-1] < values[10]
+
+
+def test_the_chart_draws_raw_smoothed_and_validation(tmp_path):
+    record = {"target": "cpu", "tokens_per_second": 1000.0, "validation": {"contexts": 4, "points": [
+        {"t": 10, "loss": 3.0}, {"t": 20, "loss": 2.5}]},
+              "steps": [{"t": t, "loss": 5.0 - 0.1 * t + 0.2 * np.sin(t), "skipped": False} for t in range(1, 21)]}
+    loss_plot(record, str(tmp_path / "loss.png"))
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,13 +16,16 @@ their sum exceeds the graph's replay; for the others the two agree within a few 
 import ctypes
 import statistics
 import struct
+import sys
 import time
+from pathlib import Path
 
 from cuda.bindings import driver, nvrtc
 
 from coppelius.formats import tables
 from coppelius.formats.kernels import ACCESS, KERNELS, PTR_KINDS, SCALAR_KINDS, extents, param_layout
-from cuda_harness import KERNEL_NAMES, check
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpu"))  # the cuda-bindings harness
+from cuda_harness import KERNEL_NAMES, check  # noqa: E402
 
 SPIN = (b'extern "C" __global__ void spin(long long cycles) '
         b'{ long long t = clock64(); while (clock64() - t < cycles) {} }')

@@ -96,7 +96,7 @@ def test_an_unknown_op_code_is_refused_in_one_line():
     records, _ = tables.unpack("program", host_program.encode(plan()["program"]))
     records = records.copy()
     records["op"][3] = 99
-    with pytest.raises(CoppeliusError, match=r"^x: host program step 3 has op code 99, not one of 1\.\.20"):
+    with pytest.raises(CoppeliusError, match=r"^x: host program step 3 has op code 99, not one of 1\.\.23"):
         host_program.decode(tables.pack("program", records), "x")
 
 

@@ -11,42 +11,25 @@ from coppelius.formats import result
 from reference_host.interpreter import Program, Run
 from cuda_harness import CudaDevice, check_card
 from coppelius.stages import build_chain
+from test_training_gpu import config, train as python_host
 
 pytestmark = pytest.mark.gpu
 pytest.importorskip("ziglang", reason="the elf stage needs the pinned ziglang wheel (pip install -e .)")
 
 
-def config(tmp_path, **overrides):
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))
-    from test_train_cpu import config as cpu_config
-    return cpu_config(tmp_path, **overrides)
-
-
-def native(elf, checkpoint, tokens, out, operation="train"):
+def native(elf, checkpoint, tokens, out, operation="train", validation=None):
     """The host ELF itself, in an empty environment: no PATH, no Python, no CUDA variables. A train run
-    validates on the stream it trains on (the tests compare runs, not models)."""
-    validation = ["--validation", str(tokens)] if operation == "train" else []
+    validates on `validation`, or on the stream it trains on (the tests compare runs, not models)."""
+    validation = ["--validation", str(validation or tokens)] if operation == "train" else []
     return subprocess.run([str(Path(elf).resolve()), "--checkpoint", str(checkpoint), "--tokens", str(tokens),
                            "--out", str(out), "--operation", operation, *validation], env={}, capture_output=True,
                           text=True, timeout=600)
 
 
-def trained(elf, checkpoint, tokens, out, operation="train") -> dict:
-    proc = native(elf, checkpoint, tokens, out, operation)
+def trained(elf, checkpoint, tokens, out, operation="train", validation=None) -> dict:
+    proc = native(elf, checkpoint, tokens, out, operation, validation)
     assert proc.returncode == 0, proc.stderr
     return result.read(Path(out) / "result.json")
-
-
-def python_host(paths, checkpoint, out) -> dict:
-    program = Program(paths["elf"])
-    device = CudaDevice()
-    check_card(program.identity, device.describe())
-    try:
-        return Run(program, device, checkpoint, paths["train"], out, "train",
-                   validation_path=paths["train"]).execute()
-    finally:
-        device.close()
 
 
 @pytest.fixture
@@ -57,7 +40,7 @@ def in_tmp(tmp_path, monkeypatch):
 
 def test_native_gpu_run_repeats_the_python_host_bit_for_bit(in_tmp):
     paths = build_chain(config(in_tmp, target="h200", steps=20, interval=10, batch=8, lr="1e-3"), in_tmp / "h200")
-    ours = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "native")
+    ours = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "native", validation=paths["val"])
     theirs = python_host(paths, paths["checkpoint"], in_tmp / "python")
     a, b = (np.array([s["loss"] for s in r["steps"]]) for r in (ours, theirs))
     print(f"native vs python host: max |dloss| {np.abs(a - b).max():.3e}; loss {a[0]:.4f} -> {a[-1]:.4f}; "

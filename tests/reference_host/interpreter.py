@@ -57,7 +57,8 @@ def device_factory(program: Program):
     target, here = program.identity["target"], host_machine()
     if target != "cpu":
         raise CoppeliusError(f"{program.path}: target is {target!r}: the Python reference host runs the cpu target "
-                             f"only; run the host ELF itself (`coppelius run {program.path} ...` without --host)")
+                             f"only (with a device of its own: tests/gpu/cuda_harness.py); run the host ELF itself (`coppelius run "
+                             f"{program.path} ...`)")
     if program.machine != here:
         raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
                              f"rebuild the cpu target here with `snakemake`")

@@ -30,7 +30,7 @@ def test_a_small_folder_of_documents_trains_for_more_steps_than_it_holds(tmp_pat
     """The issue's small-folder case, scaled to the cpu target's tiny model: about 30,000 tokens of plain
     text hold 26 contexts of batch 16 x context 64; 60 steps go round the train stream twice (llm.c and
     nanoGPT go round the data again; the workflow used to refuse it), with the validation stream
-    scored at every publication and drawn on the loss plot."""
+    scored at every publication and drawn on the loss plot, and a sample of the trained model in the report."""
     clone = copy_clone(tmp_path / "clone")
     folder = tmp_path / "documents"
     folder.mkdir()
@@ -51,4 +51,6 @@ def test_a_small_folder_of_documents_trains_for_more_steps_than_it_holds(tmp_pat
     assert (clone / "results/cpu/train/predictions.bin").stat().st_size == 4 * 16 * 64
     summary = (clone / "results/cpu/report/summary.md").read_text()
     assert "2 passes over the 27,000-token train stream" in summary and "(step 60)" in summary
+    sample = (clone / "results/cpu/sample/sample.txt").read_bytes()  # the report shows the trained model's sample
+    assert len(sample) == 32 + 256 and sample.decode(errors="replace").rstrip("\n")[-40:] in summary
     assert (clone / "results/cpu/report/loss.png").read_bytes()[:4] == b"\x89PNG"

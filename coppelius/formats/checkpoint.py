@@ -22,7 +22,6 @@ stored scaled by it). Each payload part is the parameter tensors in llm.c's orde
 """
 import hashlib
 import json
-import os
 import struct
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from .. import canonical
 from ..errors import CoppeliusError
+from .head import read_head
 from .publish import Publication
 
 MAGIC = b"COPPCKPT"
@@ -108,12 +108,7 @@ def decode_header(path, head: bytes) -> dict:
 def read_header(path: str | Path) -> dict:
     """Parse and check a checkpoint's header (its digest included) and size; not the payload's digest."""
     path = Path(path)
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(HEADER_BYTES)
-    except OSError as e:
-        raise CoppeliusError(f"{path}: cannot read the checkpoint ({e.strerror}); give an existing checkpoint file")
+    size, head = read_head(path, HEADER_BYTES, "the checkpoint", "an existing checkpoint file")
     header = decode_header(path, head)
     expected = header["payload_bytes"]
     if size != HEADER_BYTES + expected:

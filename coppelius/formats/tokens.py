@@ -3,12 +3,12 @@
 Any llm.c .bin is accepted as is. Readers check everything a run relies on and refuse with the
 file, the field, the value and what to do.
 """
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CoppeliusError
+from .head import read_head
 from .publish import publish_bytes
 
 MAGIC = 20240520
@@ -32,12 +32,7 @@ def write(path: str | Path, tokens: np.ndarray) -> None:
 def read_header(path: str | Path) -> int:
     """Check the header and size of a token file; return its token count."""
     path = Path(path)
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(HEADER_BYTES)
-    except OSError as e:
-        raise CoppeliusError(f"{path}: cannot read the token file ({e.strerror}); give an existing llm.c .bin file")
+    size, head = read_head(path, HEADER_BYTES, "the token file", "an existing llm.c .bin file")
     if len(head) < HEADER_BYTES:
         raise CoppeliusError(f"{path}: header is {len(head)} bytes, not {HEADER_BYTES}; the file is truncated or not an llm.c .bin file")
     magic, version, count = np.frombuffer(head, dtype="<i4", count=3)

@@ -10,13 +10,13 @@ That order and those shapes are Coppelius's own parameter layout, so the paramet
 bf16 is the top half of an f32: read exactly by shifting; written rounded to nearest, ties to even, as
 PyTorch's conversion does.
 """
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CoppeliusError
 from ..model import Model
+from ..formats.head import read_head
 from ..formats.publish import Publication
 
 MAGIC = 20240326
@@ -44,12 +44,7 @@ def header_model(fields: dict) -> Model:
 
 def read_header(path: str | Path) -> tuple[int, dict]:
     """(version, header fields) of an llm.c GPT-2 checkpoint whose size adds up; a one-line refusal otherwise."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(HEADER_BYTES)
-    except OSError as e:
-        raise CoppeliusError(f"{path}: cannot read the llm.c checkpoint ({e.strerror}); give an existing file")
+    size, head = read_head(path, HEADER_BYTES, "the llm.c checkpoint", "an existing file")
     if len(head) < HEADER_BYTES:
         raise CoppeliusError(f"{path}: the header is {len(head)} bytes, not {HEADER_BYTES}; the file is truncated "
                              f"or not an llm.c checkpoint: give gpt2_124M.bin as train_gpt2.py wrote it")

@@ -11,7 +11,7 @@ from coppelius.formats import result
 from reference_host.interpreter import Program, Run
 from cuda_harness import CudaDevice, check_card
 from coppelius.stages import build_chain
-from test_training_gpu import config, train as python_host
+from test_training_gpu import config, in_tmp, train as python_host  # noqa: F401 (in_tmp: a fixture)
 
 pytestmark = pytest.mark.gpu
 pytest.importorskip("ziglang", reason="the elf stage needs the pinned ziglang wheel (pip install -e .)")
@@ -30,12 +30,6 @@ def trained(elf, checkpoint, tokens, out, operation="train", validation=None) ->
     proc = native(elf, checkpoint, tokens, out, operation, validation)
     assert proc.returncode == 0, proc.stderr
     return result.read(Path(out) / "result.json")
-
-
-@pytest.fixture
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_native_gpu_run_repeats_the_python_host_bit_for_bit(in_tmp):

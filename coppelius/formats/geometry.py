@@ -1,22 +1,24 @@
 """Launch geometry: the grid, block and dynamic shared bytes each catalog kernel expects, from its
-scalar arguments and, for the weight gradients' split, the arch (CLUSTER_TILE_ARCHS). The CUDA kernels read their tile shapes back from
+scalar arguments and, for the matmuls, the arch (WIDE_TILE_ARCHS). The CUDA kernels read their tile shapes back from
 blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda/*.cuh must agree:
 tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
 holds them equal.
 
 The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
-(no opt-in attribute needed); the kernels use no static shared memory.
-matmuls: a 1-D grid of output tiles. 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
+(no opt-in attribute needed) except for the wide tiles below (192 KiB, which the host opts in to); the kernels use no
+static shared memory.
+matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma), matmul_forward and
+matmul_backward_input take 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16: 192 KiB, one block an
+SM) when there are at least WIDE_TILES of them, and matmul_backward_weight always does, split S = 1, 2, 4 or 8
+ways (the fewest that give two waves, 2 * WIDE_TILES blocks, else 8) in whole clusters (measured on the H200,
+docs/notes/gpu-speed.md, "v7"). Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
 still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has
 MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per
 output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach
 SPLIT_BLOCKS, else 64x64; the grid is always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it
-is launched in such clusters). On the archs of CLUSTER_TILE_ARCHS every split weight gradient takes
-128x128 tiles: measured on the H200 (docs/notes/gpu-speed.md, "v6"), 128x128 wgmma tiles split S ways
-beat 64x64 mma.sync tiles at every model shape (small's 384-wide gradients 1.5-1.7x, gpt2's 768x768
-1.8x); the other archs, which have not been measured, keep the rule above.
+is launched in such clusters). The archs other than sm_90 have not been measured: they keep these rules.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
@@ -31,6 +33,9 @@ ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIO
 LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
 LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
+MATMUL_WIDE_BK = 64     # the k-extent of a wide (256x128) tile stage (matmul.cuh: MM_WIDE_BK)
+WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
+WIDE_SHARED = 4 * (256 + 128) * MATMUL_WIDE_BK * 2  # dynamic shared bytes of a wide tile's 4 stages (192 KiB)
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
 MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
 SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)
@@ -38,7 +43,7 @@ SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
-CLUSTER_TILE_ARCHS = ("sm_90",)  # split weight gradients always on 128x128 tiles (measured there)
+WIDE_TILE_ARCHS = ("sm_90",)     # forward and input-gradient matmuls on 256x128 wgmma tiles (sm_90a only)
 
 TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
                "attention_backward")
@@ -111,11 +116,11 @@ def attention_shared_bytes(kernel: str, hsp: int) -> int:
     return max(keys, queries)
 
 
-def split_count(tiles: int) -> int:
+def split_count(tiles: int, blocks: int = SPLIT_BLOCKS) -> int:
     """Blocks per output tile of a split weight gradient: the fewest of 1, 2, 4 .. MATMUL_SPLITS that
-    give SPLIT_BLOCKS blocks, else MATMUL_SPLITS."""
+    give `blocks` blocks, else MATMUL_SPLITS."""
     splits = 1
-    while splits < MATMUL_SPLITS and tiles * splits < SPLIT_BLOCKS:
+    while splits < MATMUL_SPLITS and tiles * splits < blocks:
         splits *= 2
     return splits
 
@@ -127,12 +132,18 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         big = _cdiv(M, 128) * _cdiv(Nn, 128)
         big_tile, small_tile = ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2), ([128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2)
         small = _cdiv(M, 64) * _cdiv(Nn, 64)
+        wide = _cdiv(M, 256) * _cdiv(Nn, 128)
+        if kernel != "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and wide >= WIDE_TILES:
+            return [wide, 1, 1], [512, 1, 1], WIDE_SHARED
+        if kernel == "matmul_backward_weight" and arch in WIDE_TILE_ARCHS:
+            splits = split_count(wide, 2 * WIDE_TILES)
+            return [_cdiv(wide * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], [512, 1, 1], WIDE_SHARED
         if kernel != "matmul_backward_weight":
             return ([big, 1, 1], *big_tile) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *small_tile)
         if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
             return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         splits = split_count(big)
-        if big * splits >= SPLIT_BLOCKS or arch in CLUSTER_TILE_ARCHS:
+        if big * splits >= SPLIT_BLOCKS:
             return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):

@@ -121,6 +121,9 @@ class Gpu:
         nbytes = ctypes.c_size_t(max(off + (8 if kind in PTR_KINDS else 4) for _, kind, off in layout))
         extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(nbytes), 0)
         fn, launch_args = self.fn[kernel], (*grid, *block, shared, 0, None, ctypes.addressof(extra))
+        if shared > 48 * 1024:  # above 48 KiB of dynamic shared memory a function takes it only when opted in
+            _ck(self.d.cuFuncSetAttribute(fn, self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          shared))
         keep = (blob, buf, nbytes, extra)
 
         def go():
@@ -228,6 +231,7 @@ MATMUL_SHAPES = [  # (N, C, OC)
     (512, 64, 64), (1024, 64, 192), (1024, 64, 256), (1024, 256, 64),  # tiny
     (16384, 384, 1152), (16384, 1536, 384),                              # small
     (1000, 72, 200), (77, 40, 33), (129, 13, 70), (3, 8, 5), (300, 136, 264), (2048, 96, 4100),  # ragged
+    (5000, 1000, 1000), (6000, 1001, 700), (2048, 72, 2136), (2072, 2136, 70),  # ragged on sm_90's 256x128 tiles
 ]
 
 

@@ -30,7 +30,8 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
         assert info[name]["param_bytes"] == catalog.param_layout(name)[1], name
         assert info[name]["registers"] > 0, name
         assert info[name]["shared_bytes"] <= 48 * 1024, name
-        assert info[name]["max_threads"] in (0, 128, 256), name
+        wide = arch in geometry.WIDE_TILE_ARCHS and name.startswith("matmul_")
+        assert info[name]["max_threads"] in ((512,) if wide else (0, 128, 256)), name
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
 
@@ -73,6 +74,7 @@ def test_geometry_constants_match_the_kernels():
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
     assert constant("attention.cuh", "AT_BR") == constant("attention.cuh", "AT_BCK") == str(geometry.ATTENTION_ROWS)
     assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
+    assert constant("matmul.cuh", "MM_WIDE_BK") == str(geometry.MATMUL_WIDE_BK)
     assert constant("matmul.cuh", "MM_SPLITS") == str(geometry.MATMUL_SPLITS)
 
 
@@ -92,6 +94,29 @@ def test_weight_gradients_split_k_over_whole_clusters():
     for tiles in (1, 3, 36, 144, 263):
         splits = geometry.split_count(tiles)
         assert splits in (1, 2, 4, 8) and (tiles * splits >= geometry.SPLIT_BLOCKS or splits == 8)
+
+
+def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them():
+    tc = geometry.tensor_core_geometry
+    wide_shared = 4 * (256 + 128) * geometry.MATMUL_WIDE_BK * 2
+    assert wide_shared == 192 * 1024
+    # gpt2's fc forward (32768 x 3072): 128 x 24 tiles of 256x128 on sm_90, 128x128 elsewhere
+    assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([128 * 24, 1, 1], [512, 1, 1],
+                                                                                 wide_shared)
+    assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_86") == ([256 * 24, 1, 1], [256, 1, 1], 49152)
+    # its input gradient through the fc proj (32768 x 768 out, K = 3072): 128 x 6 wide tiles
+    assert tc("matmul_backward_input", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([128 * 6, 1, 1],
+                                                                                       [512, 1, 1], wide_shared)
+    # fewer than a wave of wide tiles (131 of them): the other rules
+    assert tc("matmul_forward", {"N": 256 * 131, "C": 64, "OC": 128}, "sm_90")[1] == [128, 1, 1]  # 262 < 264
+    assert tc("matmul_forward", {"N": 256 * 132, "C": 64, "OC": 128}, "sm_90")[1] == [512, 1, 1]
+    # on sm_90 weight gradients take wide tiles too, split to two waves: gpt2's qkv 9 x 6 tiles, 8 ways;
+    # its fc 12 x 6, 4 ways; its lm head 197 x 6, not split
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_90") == ([432, 1, 1], [512, 1, 1],
+                                                                                        wide_shared)
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}, "sm_90")[0] == [288, 1, 1]
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}, "sm_90")[0] == [1184, 1, 1]
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_121")[1] == [256, 1, 1]
 
 
 def test_geometry_of_the_gpt2_launches():

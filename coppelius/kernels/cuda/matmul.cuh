@@ -9,7 +9,10 @@
 //   forward          M=N   Nn=OC K=C   A = inp  [N][C]   (K-major)   B = weight [OC][C] (K-major)
 //   backward_input   M=N   Nn=C  K=OC  A = dout [N][OC]  (K-major)   B = weight [OC][C] ([K][Nn])
 //   backward_weight  M=OC  Nn=C  K=N   A = dout [N][OC]  ([K][M])    B = inp    [N][C]  ([K][Nn])
-// Two tile shapes, chosen by the geometry and read back here from blockDim.x:
+// Three tile shapes, chosen by the geometry and read back here from blockDim.x:
+//   512 threads: 256x128 block tile, 4 warpgroups of 64x128 on wgmma, k-tile 64, 4 cp.async stages
+//                (192 KiB, opted in by the host), two k-tiles loading while one is multiplied and
+//                the previous one's wgmma may still run (sm_90a only);
 //   256 threads: 128x128 block tile, 8 warps of 64x32, k-tile 32, 3 cp.async stages (48 KiB);
 //   128 threads:  64x64 block tile,  4 warps of 32x32, k-tile 32, 4 stages (32 KiB), for launches
 //                 with few 128x128 tiles.
@@ -38,7 +41,8 @@
 #define COPPELIUS_TC_MATMUL
 namespace coptc {
 
-constexpr int MM_BK = 32;
+constexpr int MM_BK = 32;       // k-tile of the 128x128 and 64x64 tiles
+constexpr int MM_WIDE_BK = 64;  // k-tile of the 256x128 tiles
 constexpr int MM_SPLITS = 8;  // blocks (a cluster from sm_90 on) per backward_weight output tile
 
 // Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
@@ -71,21 +75,22 @@ __device__ __forceinline__ void mm_tile_of(int pid, int tilesM, int tilesN, int&
 }
 
 // Element offset of chunk c (r c*8..c*8+7) of k row k in a transposed tile laid out as wgmma's
-// MN-major atoms: [R/64 atoms][32 k][64], each k row of an atom 128 bytes, 16-byte chunks XOR-swizzled
-// by k % 8 (the 128-byte swizzle; atoms start 4 KiB apart).
+// MN-major atoms: [R/64 atoms][BK k][64], each k row of an atom 128 bytes, 16-byte chunks XOR-swizzled
+// by k % 8 (the 128-byte swizzle; atoms start BK * 128 bytes apart).
+template <int BK>
 __device__ __forceinline__ int mn_atom(int k, int c) {
-    return (c >> 3) * (MM_BK * 64) + k * 64 + (((c & 7) ^ (k & 7)) << 3);
+    return (c >> 3) * (BK * 64) + k * 64 + (((c & 7) ^ (k & 7)) << 3);
 }
 
 // Load one k-tile of an operand into shared memory.
-// KMAJOR: global [R rows][ld] with k along the row: tile [R][32], chunk (r, c) = rows r, k c*8..
-// else:   global [K rows][ld] with r along the row: tile [32][R], chunk (k, c) = k row, r c*8..
+// KMAJOR: global [R rows][ld] with k along the row: tile [R][BK], chunk (r, c) = rows r, k c*8..
+// else:   global [K rows][ld] with r along the row: tile [BK][R], chunk (k, c) = k row, r c*8..
 //         (ATOMS: laid out by mn_atom, for wgmma; else swizzled rows of R, for ldmatrix.trans)
-template <int R, int NT, bool KMAJOR, bool ATOMS = false>
+template <int R, int BK, int NT, bool KMAJOR, bool ATOMS = false>
 __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax, int K,
                                         int ld, bool vec) {
-    constexpr int CH = KMAJOR ? MM_BK / 8 : R / 8;
-    constexpr int CHUNKS = (KMAJOR ? R : MM_BK) * CH;
+    constexpr int CH = KMAJOR ? BK / 8 : R / 8;
+    constexpr int CHUNKS = (KMAJOR ? R : BK) * CH;
     static_assert(CHUNKS % NT == 0, "tile chunks must divide among the threads");
 #pragma unroll
     for (int i = 0; i < CHUNKS / NT; ++i) {
@@ -93,7 +98,7 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
         const int row = id / CH, c = id % CH;
         int gr, gk;  // the tile's row index (m or n) and k index of the chunk's first element
         if (KMAJOR) { gr = r0 + row; gk = k0 + c * 8; } else { gk = k0 + row; gr = r0 + c * 8; }
-        __half* dst = s + (!KMAJOR && ATOMS ? mn_atom(row, c) : swz<CH>(row, c));
+        __half* dst = s + (!KMAJOR && ATOMS ? mn_atom<BK>(row, c) : swz<CH>(row, c));
         const size_t off = KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr;
         if (vec) {
             const bool ok = gr < Rmax && gk < K;
@@ -114,7 +119,7 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
 // when dbias is given (only with A stored [K][M]). splits > 1 (only in a kernel launched in clusters
 // of that many blocks): when the grid holds `splits` blocks per tile, the blocks of a cluster share
 // one tile and split its K; a smaller grid (at least one block per tile) is not split.
-template <int BM, int BN, int WM, int WN, int STAGES, bool AK, bool BK_MAJOR>
+template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* __restrict__ A,
                                         const __half* __restrict__ B, const __half* __restrict__ bias,
                                         __half* __restrict__ dbias, int M, int Nn, int K, int lda, int ldb,
@@ -123,15 +128,21 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     constexpr int WTM = BM / WM, WTN = BN / WN;
     constexpr int MI = WTM / 16, NI = WTN / 8;
     static_assert(NI % 2 == 0, "warp tile n must be a multiple of 16");
-    constexpr int A_ELEMS = BM * MM_BK, STAGE_ELEMS = (BM + BN) * MM_BK;
+    constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // sm_90a, 128x128 tiles: two warpgroups, each 64 rows x 128 columns on wgmma, operands straight
-    // from the same shared tiles (K-major tiles are already wgmma's 64-byte-swizzled layout; transposed
-    // ones are laid out as its 128-byte-swizzled MN-major atoms instead).
-    constexpr bool WG = BM == 128 && BN == 128 && WM == 2 && WN == 4;
+    // sm_90a, 128x128 and 256x128 tiles: a warpgroup (4 warps) a 64-row band of 128 columns on wgmma,
+    // operands straight from the shared tiles (K-major tiles are already wgmma's 64- or 128-byte-swizzled
+    // layout for k-tiles of 32 or 64; transposed ones are laid out as its 128-byte-swizzled MN-major atoms).
+    constexpr bool WG = BN == 128 && WN == 4 && WM * 64 == BM;
 #else
     constexpr bool WG = false;
 #endif
+    static_assert(!WG || BK == 32 || BK == 64, "wgmma descriptors for k-tiles of 32 or 64");
+    static_assert(WG || BK == MM_BK, "mma.sync tiles take k-tiles of MM_BK");
+    // k-tiles loaded ahead of the one being multiplied, and wgmma groups left running across the barrier:
+    // with 4+ stages the previous k-tile's wgmma overlaps the next barrier, so loads stay two stages clear
+    constexpr int INFLIGHT = WG && STAGES >= 4 ? 1 : 0;
+    constexpr int AHEAD = STAGES - 1 - INFLIGHT;
     // wgmma's swizzle patterns hold for tiles at 1024-byte-aligned shared addresses
     extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
     __half* sm = reinterpret_cast<__half*>(coptc_mm_smem);
@@ -163,7 +174,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     const int m0 = tm * BM, n0 = tn * BN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
-    const int KT_ALL = (K + MM_BK - 1) / MM_BK;
+    const int KT_ALL = (K + BK - 1) / BK;
     const int kt0 = (int)((long long)KT_ALL * split / splits);
     const int KT = idle ? 0 : (int)((long long)KT_ALL * (split + 1) / splits) - kt0;  // this split's k-tiles
     const bool do_bias_sum = dbias != nullptr && tn == 0;
@@ -182,27 +193,27 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     auto load_stage = [&](int stage, int kt) {
         __half* sA = sm + stage * STAGE_ELEMS;
         __half* sB = sA + A_ELEMS;
-        mm_load<BM, NT, AK, WG>(sA, A, m0, (kt0 + kt) * MM_BK, M, K, lda, vec);
-        mm_load<BN, NT, BK_MAJOR, WG>(sB, B, n0, (kt0 + kt) * MM_BK, Nn, K, ldb, vec);
+        mm_load<BM, BK, NT, AK, WG>(sA, A, m0, (kt0 + kt) * BK, M, K, lda, vec);
+        mm_load<BN, BK, NT, BK_MAJOR, WG>(sB, B, n0, (kt0 + kt) * BK, Nn, K, ldb, vec);
     };
 
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
+    for (int s = 0; s < AHEAD; ++s) {
         if (s < KT) load_stage(s, s);
         cp_async_commit();
     }
 
     for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<STAGES - 2>();
+        cp_async_wait<AHEAD - 1>();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         if constexpr (WG) {
             fence_proxy_async();  // this thread's tile writes, visible to the tensor cores
-            wg_wait<0>();         // this warpgroup's previous products are done reading their stage
+            wg_wait<INFLIGHT>();  // this warpgroup's products AHEAD + 1 k-tiles back are done reading their stage
         }
 #endif
         __syncthreads();
         {
-            const int nk = kt + STAGES - 1;
+            const int nk = kt + AHEAD;
             if (nk < KT) load_stage(nk % STAGES, nk);
             cp_async_commit();
         }
@@ -210,29 +221,32 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         const __half* sB = sA + A_ELEMS;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         if constexpr (WG) {
-            // A: this warpgroup's 64 rows; K-major tiles: 64-byte swizzle, 8 rows 512 bytes apart, k16 32 bytes on;
-            // transposed: one 128-byte-swizzled atom (4 KiB), 8 k rows 1024 bytes apart, k16 2048 bytes on.
+            // A: this warpgroup's 64 rows. K-major tiles: rows of BK halves (64 or 128 bytes, that swizzle),
+            // 8 rows BK * 16 bytes apart, k16 32 bytes on; transposed: one 128-byte-swizzled atom
+            // (BK * 128 bytes), 8 k rows 1024 bytes apart, k16 2048 bytes on.
+            constexpr unsigned K_SWIZZLE = BK == 64 ? 1 : 2, ATOM = BK * 128;
             const int wg = warp >> 2;
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < MM_BK / 16; ++kk) {
-                const unsigned long long a = AK ? wg_desc(sA + wg * 64 * MM_BK + kk * 16, 16, 512, 2)
-                                                : wg_desc(sA + wg * 64 * MM_BK + kk * 16 * 64, 4096, 1024, 1);
-                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, 512, 2)
-                                                      : wg_desc(sB + kk * 16 * 64, 4096, 1024, 1);
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const unsigned long long a = AK ? wg_desc(sA + wg * 64 * BK + kk * 16, 16, BK * 16, K_SWIZZLE)
+                                                : wg_desc(sA + wg * 64 * BK + kk * 16 * 64, ATOM, 1024, 1);
+                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, K_SWIZZLE)
+                                                      : wg_desc(sB + kk * 16 * 64, ATOM, 1024, 1);
                 wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
             }
             wg_commit();
+            wg_fence_acc(acc);
         }
 #endif
 #pragma unroll
-        for (int kk = 0; kk < (WG ? 0 : MM_BK / 16); ++kk) {
+        for (int kk = 0; kk < (WG ? 0 : BK / 16); ++kk) {
             unsigned af[MI][4], bf[NI][2];
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
                 const int mb = wm * WTM + mi * 16;
                 if (AK) {
-                    const __half* p = sA + swz<MM_BK / 8>(mb + (lane & 15), kk * 2 + (lane >> 4));
+                    const __half* p = sA + swz<BK / 8>(mb + (lane & 15), kk * 2 + (lane >> 4));
                     ldsm_x4(p, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
                 } else {
                     const __half* p = sA + swz<BM / 8>(kk * 16 + ((lane >> 4) << 3) + (lane & 7),
@@ -244,7 +258,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
             for (int ni = 0; ni < NI; ni += 2) {
                 const int nb = wn * WTN + ni * 8;
                 if (BK_MAJOR) {
-                    const __half* p = sB + swz<MM_BK / 8>(nb + ((lane >> 4) << 3) + (lane & 7),
+                    const __half* p = sB + swz<BK / 8>(nb + ((lane >> 4) << 3) + (lane & 7),
                                                           kk * 2 + ((lane >> 3) & 1));
                     ldsm_x4(p, bf[ni][0], bf[ni][1], bf[ni + 1][0], bf[ni + 1][1]);
                 } else {
@@ -259,13 +273,16 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         }
         if (!AK && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
 #pragma unroll 8
-            for (int k = 0; k < MM_BK; ++k)
-                bsum += __half2float(sA[(WG ? mn_atom(k, tid >> 3) : swz<BM / 8>(k, tid >> 3)) + (tid & 7)]);
+            for (int k = 0; k < BK; ++k)
+                bsum += __half2float(sA[(WG ? mn_atom<BK>(k, tid >> 3) : swz<BM / 8>(k, tid >> 3)) + (tid & 7)]);
         }
     }
     cp_async_wait<0>();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (WG) wg_wait<0>();
+    if constexpr (WG) {
+        wg_wait<0>();
+        wg_fence_acc(acc);
+    }
 #endif
     const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
 
@@ -339,31 +356,51 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     }
 }
 
-// The two tile shapes; blockDim.x (planned by formats/geometry.py) says which.
-template <bool AK, bool BK_MAJOR>
+// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. WIDE: the kernel takes the
+// 256x128 tiles (sm_90a, 512 threads).
+template <bool AK, bool BK_MAJOR, bool WIDE>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
                                             bool vec, int splits) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WIDE) {
+        if (blockDim.x == 512) {
+            mm_tile<256, 128, 4, 4, MM_WIDE_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb,
+                                                                 accumulate, vec, splits);
+            return;
+        }
+    }
+#endif
     if (blockDim.x == 256)
-        mm_tile<128, 128, 2, 4, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
+        mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec,
+                                                         splits);
     else
-        mm_tile<64, 64, 2, 2, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
+        mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec,
+                                                       splits);
 }
 
 }  // namespace coptc
 
+// The three take the 256x128 tiles on sm_90a: up to 512 threads a block, as many registers a thread (128) as
+// two blocks of 256 threads.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define COPPELIUS_MM_WIDE_BOUNDS __launch_bounds__(512, 1)
+#else
+#define COPPELIUS_MM_WIDE_BOUNDS __launch_bounds__(256, 2)
+#endif
+
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
-extern "C" __global__ void __launch_bounds__(256, 2)
+extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
+    coptc::mm_dispatch<true, true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
-extern "C" __global__ void __launch_bounds__(256, 2)
+extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
+    coptc::mm_dispatch<true, false, true>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
@@ -373,11 +410,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #else
 #define COPPELIUS_MM_SPLIT_CLUSTER
 #endif
-extern "C" __global__ void __launch_bounds__(256, 2) COPPELIUS_MM_SPLIT_CLUSTER
+extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
-    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec,
+    coptc::mm_dispatch<false, false, true>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec,
                                      coptc::MM_SPLITS);
 }
 #endif  // COPPELIUS_TC_MATMUL

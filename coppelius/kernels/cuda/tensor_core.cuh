@@ -98,6 +98,14 @@ __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.alig
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// The accumulators pinned in place: no instruction that reads them (an epilogue's adds) is moved above
+// the wgmma.wait_group before it; without this ptxas serializes every wgmma of the function (C7514).
+__device__ __forceinline__ void wg_fence_acc(float (&d)[16][4]) {
+#pragma unroll
+    for (int f = 0; f < 16; ++f)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[f][e])::"memory");
+}
 // Generic-proxy writes to shared memory (cp.async, st.shared) made visible to the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 

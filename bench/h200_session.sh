@@ -15,6 +15,8 @@ exec > >(tee -a "$log") 2>&1
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
+# the native host is built by zig cc: the pinned ziglang wheel unpacked, trimmed to fit a carry (docs/notes/gpu-speed.md)
+tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 

@@ -8,8 +8,8 @@ The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh)
 (no opt-in attribute needed) except for the wide tiles below (192 KiB, which the host opts in to); the kernels use no
 static shared memory.
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma), matmul_forward and
-matmul_backward_input take 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16: 192 KiB, one block an
-SM) when there are at least WIDE_TILES of them, and matmul_backward_weight always does, split S = 1, 2, 4 or 8
+matmul_backward_input take 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16 and a 1 KiB tile of ones: 193 KiB,
+one block an SM) when there are at least WIDE_TILES of them, and matmul_backward_weight always does, split S = 1, 2, 4 or 8
 ways (the fewest that give two waves, 2 * WIDE_TILES blocks, else 8) in whole clusters (measured on the H200,
 docs/notes/gpu-speed.md, "v7"). Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
@@ -35,7 +35,8 @@ LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLU
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 MATMUL_WIDE_BK = 64     # the k-extent of a wide (256x128) tile stage (matmul.cuh: MM_WIDE_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
-WIDE_SHARED = 4 * (256 + 128) * MATMUL_WIDE_BK * 2  # dynamic shared bytes of a wide tile's 4 stages (192 KiB)
+# dynamic shared bytes of a wide tile: 4 stages (192 KiB), then 1 KiB of fp16 ones (dbias on the tensor cores)
+WIDE_SHARED = 4 * (256 + 128) * MATMUL_WIDE_BK * 2 + 1024
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
 MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
 SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)

@@ -98,8 +98,8 @@ def test_weight_gradients_split_k_over_whole_clusters():
 
 def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them():
     tc = geometry.tensor_core_geometry
-    wide_shared = 4 * (256 + 128) * geometry.MATMUL_WIDE_BK * 2
-    assert wide_shared == 192 * 1024
+    wide_shared = geometry.WIDE_SHARED
+    assert wide_shared == 4 * (256 + 128) * geometry.MATMUL_WIDE_BK * 2 + 1024 == 193 * 1024
     # gpt2's fc forward (32768 x 3072): 128 x 24 tiles of 256x128 on sm_90, 128x128 elsewhere
     assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([128 * 24, 1, 1], [512, 1, 1],
                                                                                  wide_shared)

@@ -22,7 +22,8 @@
 // loaded element by element instead (same tiles, same arithmetic order: only slower).
 // Deterministic: every output element is one thread's fp32 accumulator, summed in k order; no
 // atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
-// a row of dout^T, in n order.
+// a row of dout^T, in n order; on the wide tiles by the tensor cores instead (dout^T times a tile of
+// ones, one more m64n8k16 a k-step: the serial sum had cost a gpt2 qkv gradient 40% of its time).
 // Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
 // from sm_90 on it is launched in thread-block clusters of MM_SPLITS blocks, and its grid holds S
 // blocks per output tile (S = 1, 2, 4 or 8, planned by formats/geometry.py). The S blocks of a tile
@@ -139,6 +140,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #endif
     static_assert(!WG || BK == 32 || BK == 64, "wgmma descriptors for k-tiles of 32 or 64");
     static_assert(WG || BK == MM_BK, "mma.sync tiles take k-tiles of MM_BK");
+    // dbias on the tensor cores (wide tiles): A times a 16x8 tile of ones in shared memory behind the stages
+    constexpr bool TC_BIAS = WG && BM == 256 && !AK;
     // k-tiles loaded ahead of the one being multiplied, and wgmma groups left running across the barrier:
     // with 4+ stages the previous k-tile's wgmma overlaps the next barrier, so loads stay two stages clear
     constexpr int INFLIGHT = WG && STAGES >= 4 ? 1 : 0;
@@ -189,6 +192,11 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     auto frag_row = [&](int f) { return WG ? warp * 16 : wm * WTM + (f / NI) * 16; };
     auto frag_col = [&](int f) { return WG ? f * 8 : wn * WTN + (f % NI) * 8; };
     float bsum = 0.f;
+    float bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};  // TC_BIAS: rows frag_row(0) + lane/4 (+8) in [0][0] ([0][2])
+    __half* ones = sm + STAGES * STAGE_ELEMS;
+    if constexpr (TC_BIAS) {  // made visible to the tensor cores by the main loop's first fence and barrier
+        if (tid < 256) reinterpret_cast<unsigned*>(ones)[tid] = 0x3C003C00u;  // 1 KiB of fp16 1.0
+    }
 
     auto load_stage = [&](int stage, int kt) {
         __half* sA = sm + stage * STAGE_ELEMS;
@@ -234,9 +242,12 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
                 const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, K_SWIZZLE)
                                                       : wg_desc(sB + kk * 16 * 64, ATOM, 1024, 1);
                 wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
+                // every element of the ones tile is 1, so its layout is immaterial: no swizzle, 8-row cores
+                if (TC_BIAS && do_bias_sum) wgmma_m64n8k16<1, 0>(bias_acc, a, wg_desc(ones, 128, 256, 0));
             }
             wg_commit();
             wg_fence_acc(acc);
+            wg_fence_acc(bias_acc);
         }
 #endif
 #pragma unroll
@@ -271,7 +282,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #pragma unroll
                 for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi * NI + ni], af[mi], bf[ni][0], bf[ni][1]);
         }
-        if (!AK && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
+        if (!AK && !TC_BIAS && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
 #pragma unroll 8
             for (int k = 0; k < BK; ++k)
                 bsum += __half2float(sA[(WG ? mn_atom<BK>(k, tid >> 3) : swz<BM / 8>(k, tid >> 3)) + (tid & 7)]);
@@ -282,6 +293,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     if constexpr (WG) {
         wg_wait<0>();
         wg_fence_acc(acc);
+        wg_fence_acc(bias_acc);
     }
 #endif
     const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
@@ -296,7 +308,12 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         float* band_sum = reinterpret_cast<float*>(coptc_mm_smem);
         float* bias_part = band_sum + WTM * LD;
         __syncthreads();  // every warp is done with the pipeline's tiles
-        if (do_bias_sum && tid < BM) bias_part[tid] = bsum;
+        if (TC_BIAS && do_bias_sum && (lane & 3) == 0) {
+            bias_part[frag_row(0) + (lane >> 2)] = bias_acc[0][0];
+            bias_part[frag_row(0) + (lane >> 2) + 8] = bias_acc[0][2];
+        } else if (!TC_BIAS && do_bias_sum && tid < BM) {
+            bias_part[tid] = bsum;
+        }
         for (int band = 0; band < WM; ++band) {
             if (wm == band) {  // (with wgmma too: warpgroup band = warps 4 band .. 4 band + 3 = rows of band wm)
 #pragma unroll
@@ -336,7 +353,15 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     }
 #endif
 
-    if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
+    if (TC_BIAS && do_bias_sum && (lane & 3) == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = m0 + frag_row(0) + (lane >> 2) + h * 8;
+            if (row < M) dbias[row] = __float2half_rn(bias_acc[0][2 * h]);
+        }
+    } else if (!TC_BIAS && do_bias_sum && tid < BM && m0 + tid < M) {
+        dbias[m0 + tid] = __float2half_rn(bsum);
+    }
 
 #pragma unroll
     for (int f = 0; f < MI * NI; ++f) {

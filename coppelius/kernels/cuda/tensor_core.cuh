@@ -100,9 +100,10 @@ template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // The accumulators pinned in place: no instruction that reads them (an epilogue's adds) is moved above
 // the wgmma.wait_group before it; without this ptxas serializes every wgmma of the function (C7514).
-__device__ __forceinline__ void wg_fence_acc(float (&d)[16][4]) {
+template <int F>
+__device__ __forceinline__ void wg_fence_acc(float (&d)[F][4]) {
 #pragma unroll
-    for (int f = 0; f < 16; ++f)
+    for (int f = 0; f < F; ++f)
 #pragma unroll
         for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[f][e])::"memory");
 }
@@ -112,6 +113,16 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // d[64x128 per warpgroup] += A(64x16) B(16x128), fp16 operands from shared memory, fp32 accumulators:
 // warp w of the warpgroup holds rows 16w + lane/4 (+8) of columns 8j + 2(lane%4) (+1) in d[j].
 // TA / TB: the operand is stored M- / N-major (transposed) rather than K-major.
+// d[64x8 per warpgroup] += A(64x16) B(16x8): the same register layout as one fragment of the above.
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n8k16(float (&d)[1][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %8, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, %6, %7;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+        : "l"(a), "l"(b), "n"(TA), "n"(TB), "r"(1));
+}
+
 template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], unsigned long long a, unsigned long long b) {
     asm volatile(

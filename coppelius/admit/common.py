@@ -87,6 +87,34 @@ def parameter_count(plan: dict) -> int:
     return Model(**{k: dims[k] for k in ("vocab", "context", "width", "layers", "heads")}).parameter_count
 
 
+def tensor_table(plan: dict) -> list[dict]:
+    """The plan's parameter tensors, refused unless they are the model's (names, shapes, decay, in llm.c's
+    order), their payload offsets tile the checkpoint's parts in that order, and their plane offsets tile the
+    weight planes (any order: the plan groups them for the update)."""
+    dims = plan["model"]
+    model = Model(**{k: dims[k] for k in ("vocab", "context", "width", "layers", "heads")})
+    table, payload = list(plan["tensors"]), 0
+    want = model.tensors()
+    if [t["name"] for t in table] != [name for name, _, _ in want]:
+        raise Refusal(f"the plan's tensors {[t['name'] for t in table]} are not the model's, in llm.c's order "
+                      f"{[name for name, _, _ in want]}")
+    for t, (name, shape, decay) in zip(table, want):
+        count = 1
+        for d in shape:
+            count *= d
+        if (t["shape"], t["count"], t["decay"], t["payload_offset"]) != (list(shape), count, decay, payload):
+            raise Refusal(f"tensor {name}: shape {t['shape']}, count {t['count']}, decay {t['decay']}, payload offset "
+                          f"{t['payload_offset']}; the model's is {list(shape)}, {count}, {decay}, {payload}")
+        payload += count
+    at = 0
+    for t in sorted(table, key=lambda t: t["offset"]):
+        if t["offset"] != at:
+            raise Refusal(f"tensor {t['name']} starts at element {t['offset']} of the weight planes; the tensors tile "
+                          f"them without gaps or overlaps, so the next starts at {at}")
+        at += t["count"]
+    return table
+
+
 def names_of(plan: dict) -> list[str]:
     """The ring's piece names, refusing a ring that is not the pieces in order or names one twice."""
     names = plan["ring"]

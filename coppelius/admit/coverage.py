@@ -2,7 +2,8 @@
 
   device-extents    every pointer extent of every launch lies inside the region the plan names for
                     it: one layer's slice of a per-layer activation plane, one parameter tensor of a
-                    flat weight plane (or that whole plane), the plane otherwise
+                    flat weight plane (or a run of whole tensors, as AdamW's group launches take, or that
+                    whole plane), the plane otherwise
   device-geometry   every launch's grid, block and shared bytes are the ones the kernel ABI computes
                     from its scalars (formats/geometry.py): no launch covers less, or more, than its count
   learner-coverage  the update's AdamW launches cover params, m, v and the fp16 weights exactly once
@@ -39,7 +40,8 @@ def _region(plan: dict, plane: dict, start: int, end: int) -> str | None:
         first = next((s for s in spans if s[0] <= start < s[1]), None)
         if first is None:
             return f"starts at byte {start} of plane {plane['name']}, inside no tensor"
-        if end > first[1]:
+        whole_run = start == first[0] and any(s[1] == end for s in spans)
+        if end > first[1] and not whole_run:
             into = next((s[2] for s in spans if s[0] < end <= s[1]), "past the last tensor")
             return (f"runs from tensor {first[2]} (bytes [{first[0]}, {first[1]})) into {into} of plane "
                     f"{plane['name']}")

@@ -5,7 +5,7 @@ every publication must write every part back, in order, from the right plane.
 """
 from ..formats.checkpoint import PARTS
 from .common import (Refusal, command_accesses, describe, iv_add, iv_overlap, names_of as _names, piece_class,
-                     planes_by_name, trace)
+                     planes_by_name, tensor_table, trace)
 from .schedule import chunk_count
 
 # ---------------------------------------------------------------------------- moves-checkpoint
@@ -112,6 +112,9 @@ def check_moves_checkpoint(plan, realization, realized, profile):
         raise Refusal(f"the checkpoint contract's chunks {contract['chunks'][:3]}... do not tile the {payload}-byte "
                       f"payload in {staging}-byte chunks")
     parts = {name: (planes[name]["offset"], j * part) for j, name in enumerate(PARTS)}
+    # (plane, its arena byte, payload byte, bytes): every tensor of every part, where the plan's tensors put it
+    spans = [(name, planes[name]["offset"] + 4 * t["offset"], j * part + 4 * t["payload_offset"], 4 * t["count"])
+             for j, name in enumerate(PARTS) for t in tensor_table(plan)]
 
     # the load: from the first step to `operation` (the same for train and predict)
     steps = trace(plan, "train")
@@ -149,12 +152,13 @@ def check_moves_checkpoint(plan, realization, realized, profile):
         chunk = tiles[at] if at < len(tiles) else "past the end"
         raise Refusal(f"load read {at} takes checkpoint bytes {got}; the chunks tile the payload in order, chunk "
                       f"{at} is {chunk} ({len(reads)} reads, {len(tiles)} chunks)")
-    for name, (base, first) in parts.items():
-        wrong = _first_wrong(m.arena, base, base + part, "payload", first)
+    for name, at, first, nbytes in spans:
+        wrong = _first_wrong(m.arena, at, at + nbytes, "payload", first)
         if wrong:
             x, y, lab, bs = wrong
+            base = planes[name]["offset"]
             raise Refusal(f"after the load, plane {name} bytes [{x - base}, {y - base}) hold {_held(lab, bs, x, y)}; "
-                          f"they must hold payload bytes [{first + x - base}, {first + y - base})")
+                          f"they must hold payload bytes [{first + x - at}, {first + y - at})")
     for pc, op, args in steps[marker:]:
         if op == "read" and args["file"] == "checkpoint":
             raise Refusal(f"host step {pc}: reads the checkpoint after the load")
@@ -174,7 +178,7 @@ def check_moves_checkpoint(plan, realization, realized, profile):
             if op == "checkpoint-publish":
                 key = tuple(p for p, _, _ in window)
                 if key not in done:
-                    done[key] = _publication(plan, window, parts, part, payload, names)
+                    done[key] = _publication(plan, window, spans, part, payload, names)
                 written += done[key]
                 publications += 1
                 window = None
@@ -188,12 +192,12 @@ def check_moves_checkpoint(plan, realization, realized, profile):
             f"{publications} publications write {written} bytes, each byte from its plane")
 
 
-def _publication(plan, window, parts, part, payload, names) -> int:
+def _publication(plan, window, spans, part, payload, names) -> int:
     """Simulate one publication; return the bytes it writes."""
     m, out, at = _Machine(plan), Content(), 0
     begin = window[0][0]
-    for name, (base, first) in parts.items():
-        m.arena.write(base, base + part, "checkpoint", first)
+    for _, start, first, nbytes in spans:
+        m.arena.write(start, start + nbytes, "checkpoint", first)
     for pc, op, args in window[1:]:
         where = f"publication at host step {begin}, step {pc}"
         if op in ("adamw-scalars", "cursor-advance", "cursor-wrap", "cursor-from-checkpoint", "read-at-cursor",

@@ -66,7 +66,6 @@ def check_step_words(plan, realization, realized, profile):
         raise Refusal(f"{len(rows)} step-word rows for {len(launches)} AdamW launches in the launch table; the plan "
                       f"has {planned}")
     tensors = plan["tensors"].values() if isinstance(plan["tensors"], dict) else plan["tensors"]
-    decays = {t["offset"]: t["decay"] for t in tensors}
     names = [n for n, _ in KERNELS["adamw"]]
     for i, w in zip(launches, rows):
         base = int(r.launches[i]["param_offset"])
@@ -85,8 +84,13 @@ def check_step_words(plan, realization, realized, profile):
             raise Refusal(f"{where}: step words 0x{int(w['step_size']):08x}, 0x{int(w['eps']):08x}; the plan's are "
                           f"0x{first:08x} (step 1's exact step size), 0x{eps:08x} (eps*S)")
         args = dict(zip(names, r.launch(i)["args"]))
-        offset = args["params"]["offset"] // 4 if args["params"] else None
-        want = words | {"decay": int(f32_word(nearest_f32(L["lr"] * L["weight_decay"] if decays.get(offset) else
+        start = args["params"]["offset"] // 4 if args["params"] else 0
+        covered = [t for t in tensors if start < t["offset"] + t["count"] and t["offset"] < start + int(args["N"])]
+        if len({t["decay"] for t in covered}) > 1:
+            raise Refusal(f"{where}: updates tensors {[t['name'] for t in covered]} with one decay word; some are "
+                          f"decayed and some not")
+        decayed = bool(covered) and covered[0]["decay"]
+        want = words | {"decay": int(f32_word(nearest_f32(L["lr"] * L["weight_decay"] if decayed else
                                                           Fraction(0))), 16)}
         for field, value in want.items():
             if int(args[field], 16) != value:

@@ -20,13 +20,23 @@ VERSION = 1
 
 
 def parameter_tensors(model) -> dict:
-    tensors, offset = {}, 0
+    """Each parameter tensor, in llm.c's order: its shape, element count, weight decay, its element offset
+    in the checkpoint's parts (payload_offset: llm.c's order) and in the weight planes (offset). The
+    planes hold the decayed tensors first, then the others (each group in llm.c's order), so that one
+    AdamW launch updates each group: 2 launches a step, not 16."""
+    tensors, payload = {}, 0
     for name, shape, decay in model.tensors():
         count = 1
         for d in shape:
             count *= d
-        tensors[name] = {"shape": list(shape), "offset": offset, "count": count, "decay": decay}
-        offset += count
+        tensors[name] = {"shape": list(shape), "offset": 0, "payload_offset": payload, "count": count,
+                         "decay": decay}
+        payload += count
+    offset = 0
+    for decay in (True, False):
+        for t in tensors.values():
+            if t["decay"] == decay:
+                t["offset"], offset = offset, offset + t["count"]
     return tensors
 
 
@@ -72,13 +82,17 @@ def chunks(payload_bytes: int, staging_bytes: int) -> list[tuple[int, int]]:
     return [(o, min(staging_bytes, payload_bytes - o)) for o in range(0, payload_bytes, staging_bytes)]
 
 
-def part_spans(offset: int, nbytes: int, part_bytes: int):
-    """Split payload bytes [offset, offset+nbytes) into (part, offset in part, staging offset, bytes)."""
-    end = offset + nbytes
+def part_spans(offset: int, nbytes: int, tensors: dict):
+    """Split payload bytes [offset, offset+nbytes) into (part, byte offset in its plane, staging offset, bytes):
+    one span per part and tensor, each tensor's bytes moved from its payload place to its plane place."""
+    end, size = offset + nbytes, 4  # the parts are f32
+    part_bytes = size * sum(t["count"] for t in tensors.values())
     for i, part in enumerate(checkpoint.PARTS):
-        lo, hi = max(offset, i * part_bytes), min(end, (i + 1) * part_bytes)
-        if lo < hi:
-            yield part, lo - i * part_bytes, lo - offset, hi - lo
+        for t in tensors.values():
+            start = i * part_bytes + size * t["payload_offset"]
+            lo, hi = max(offset, start), min(end, start + size * t["count"])
+            if lo < hi:
+                yield part, size * t["offset"] + lo - start, lo - offset, hi - lo
 
 
 def build_plan(config: Config) -> dict:
@@ -101,7 +115,7 @@ def build_plan(config: Config) -> dict:
     for k, (offset, nbytes) in enumerate(payload_chunks):
         stage, scatter = Piece(f"load_stage_{k}"), Piece(f"load_scatter_{k}")
         stage.h2d("staging", 0, step.at("staging"), nbytes)
-        for part, part_offset, staging_offset, span in part_spans(offset, nbytes, part_bytes):
+        for part, part_offset, staging_offset, span in part_spans(offset, nbytes, tensors):
             scatter.d2d({"plane": "staging", "offset": staging_offset}, {"plane": part, "offset": part_offset}, span)
         pieces += [stage, scatter]
 
@@ -129,7 +143,7 @@ def build_plan(config: Config) -> dict:
 
     for k, (offset, nbytes) in enumerate(payload_chunks):
         gather = Piece(f"gather_{k}")
-        for part, part_offset, staging_offset, span in part_spans(offset, nbytes, part_bytes):
+        for part, part_offset, staging_offset, span in part_spans(offset, nbytes, tensors):
             gather.d2d({"plane": part, "offset": part_offset}, {"plane": "staging", "offset": staging_offset}, span)
         gather.d2h(step.at("staging"), "staging", 0, nbytes)
         pieces.append(gather)

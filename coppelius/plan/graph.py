@@ -43,6 +43,17 @@ class Piece:
         return {"name": self.name, "commands": self.commands}
 
 
+def decay_groups(tensors: dict) -> list[tuple[int, int, bool]]:
+    """(first element, elements, decayed) of each run of tensors the weight planes hold together."""
+    groups = []
+    for t in sorted(tensors.values(), key=lambda t: t["offset"]):
+        if groups and groups[-1][2] == t["decay"]:
+            groups[-1] = (groups[-1][0], groups[-1][1] + t["count"], t["decay"])
+        else:
+            groups.append((t["offset"], t["count"], t["decay"]))
+    return groups
+
+
 class Step:
     def __init__(self, model, planes: dict, tensors: dict, batch: int, learner):
         self.m, self.planes, self.tensors, self.B, self.learner = model, planes, tensors, batch, learner
@@ -151,10 +162,10 @@ class Step:
     def update(self, p: Piece, step_size_word: str):
         lr, wd, S = self.learner.lr, self.learner.weight_decay, self.learner.loss_scale
         p.launch("nonfinite_check", flag=self.at("flag"), grads=self.at("grads"), N=self.m.parameter_count)
-        for name, t in self.tensors.items():
-            p.launch("adamw", params=self.param("params", name), m=self.param("m", name), v=self.param("v", name),
-                     grads=self.param("grads", name), half=self.param("weights", name), flag=self.at("flag"),
-                     N=t["count"], beta1=f32_word(nearest_f32(self.learner.beta1)),
+        for first, count, decayed in decay_groups(self.tensors):  # one launch for each run of tensors
+            at = lambda plane: self.at(plane, first)  # noqa: E731
+            p.launch("adamw", params=at("params"), m=at("m"), v=at("v"), grads=at("grads"), half=at("weights"),
+                     flag=self.at("flag"), N=count, beta1=f32_word(nearest_f32(self.learner.beta1)),
                      beta2=f32_word(nearest_f32(self.learner.beta2)),
-                     decay=f32_word(nearest_f32(lr * wd if t["decay"] else Fraction(0))),
+                     decay=f32_word(nearest_f32(lr * wd if decayed else Fraction(0))),
                      step_size=step_size_word, eps=f32_word(nearest_f32(self.learner.eps * S)))

@@ -76,7 +76,7 @@ def test_plan_gradient_matches_float64_reference(in_tmp):
 
     params = {}
     for t in plan["tensors"]:
-        params[t["name"]] = parts["params"][t["offset"]:t["offset"] + t["count"]].astype(np.float64).reshape(t["shape"])
+        params[t["name"]] = parts["params"][t["payload_offset"]:t["payload_offset"] + t["count"]].astype(np.float64).reshape(t["shape"])
     loss, grads = gpt2.forward_backward(params, context[:-1].reshape(B, T), context[1:].reshape(B, T), 256, 4)
     losses = device.host[buffers["step_losses"]["offset"]:][:4 * B * T].view("<f4")
     print(f"loss: plan {losses.mean():.6f} reference {loss:.6f}")

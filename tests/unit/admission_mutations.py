@@ -229,7 +229,7 @@ def m_layer_ahead(c):
 
 def m_eps_word(c):
     c.realized["step_words"] = edit_table(c.realized["step_words"], "step_words",
-                                          lambda r, b: setf(r, 2, "eps", r[2]["eps"] + 1))
+                                          lambda r, b: setf(r, 1, "eps", r[1]["eps"] + 1))
     return c
 
 
@@ -247,45 +247,62 @@ def m_plan_eps(c):
 
 
 def m_beta2_word(c):
-    a = [x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "adamw"][3]
-    set_arg(a, "beta2", "0x3f700000")
+    set_arg(_adamw(c, decayed=False), "beta2", "0x3f700000")
     return c.reencode()
 
 
-def _adamw(c, tensor):
-    """The update's AdamW launch of a parameter tensor."""
-    offset = next(t["offset"] for t in c.plan["tensors"] if t["name"] == tensor)
-    return next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "adamw" and
-                arg(x, "params")["offset"] == 4 * offset)
+def _adamw(c, decayed: bool):
+    """The update's AdamW launch of the decayed (or the other) tensors: the plan groups each kind."""
+    return [x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "adamw"][0 if decayed else 1]
+
+
+def _shift(launch, elements: int):
+    """Every pointer of an AdamW launch moved by `elements` elements (and N shortened to match)."""
+    for name in ("params", "m", "v", "grads", "half"):
+        ref = arg(launch, name)
+        ref["offset"] += elements * (4 if name in ("params", "m", "v") else 2)
+    set_arg(launch, "N", arg(launch, "N") - elements)
 
 
 def m_adamw_missing(c):
-    piece(c.plan, "update")["commands"].remove(_adamw(c, "ln1b"))
+    piece(c.plan, "update")["commands"].remove(_adamw(c, decayed=False))
     return c.reencode()
 
 
 def m_adamw_doubled(c):
     cmds = piece(c.plan, "update")["commands"]
-    launch = _adamw(c, "wpe")
+    launch = _adamw(c, decayed=True)
     cmds.insert(cmds.index(launch) + 1, copy.deepcopy(launch))
     return c.reencode()
 
 
 def m_adamw_shifted(c):
-    """The ln1b launch moved onto ln1w (the same size): ln1w updated twice, ln1b never."""
-    moved, onto = _adamw(c, "ln1b"), _adamw(c, "ln1w")
-    for name in ("params", "m", "v", "grads", "half"):
-        set_arg(moved, name, copy.deepcopy(arg(onto, name)))
+    """The decayed group split into two launches that both start a tensor in: wpe updated twice."""
+    cmds = piece(c.plan, "update")["commands"]
+    launch = _adamw(c, decayed=True)
+    wte, wpe = (next(t["count"] for t in c.plan["tensors"] if t["name"] == n) for n in ("wte", "wpe"))
+    first = copy.deepcopy(launch)
+    set_arg(first, "N", wte + wpe)
+    cmds.insert(cmds.index(launch), first)
+    _shift(launch, wte)
     return c.reencode()
 
 
-def m_adamw_params_only(c):
-    set_arg(_adamw(c, "ln1b"), "params", copy.deepcopy(arg(_adamw(c, "ln1w"), "params")))
+def m_adamw_grads_elsewhere(c):
+    set_arg(_adamw(c, decayed=False), "grads", copy.deepcopy(arg(_adamw(c, decayed=True), "grads")))
+    return c.reencode()
+
+
+def m_adamw_mixed_decay(c):
+    """One launch for every tensor, with the decayed tensors' word: the norms and biases decayed too."""
+    cmds = piece(c.plan, "update")["commands"]
+    cmds.remove(_adamw(c, decayed=False))
+    set_arg(_adamw(c, decayed=True), "N", c.plan["model"]["parameters"])
     return c.reencode()
 
 
 def m_count_into_next_tensor(c):
-    launch = _adamw(c, "wte")
+    launch = _adamw(c, decayed=True)
     set_arg(launch, "N", arg(launch, "N") + 1)
     return c.reencode()
 
@@ -308,7 +325,7 @@ def m_rows_into_next_layer(c):
 
 
 def m_grid_too_small(c):
-    _adamw(c, "wte")["grid"][0] -= 1
+    _adamw(c, decayed=True)["grid"][0] -= 1
     return c.reencode()
 
 
@@ -365,7 +382,7 @@ MUTATIONS = [
      ["publication at host step", "writes checkpoint bytes at offset 1048576", "next is at 0"]),
     ("stage-short", "cpu", "schedule-moves-checkpoint", m_stage_short, ["after the load, plane v bytes [482048, 482304)"]),
     ("gather-wrong-part", "cpu", "schedule-moves-checkpoint", m_gather_wrong_part,
-     ["checkpoint bytes [0, 482304) come from m bytes", "must be params bytes"]),
+     ["checkpoint bytes [0, 65536) come from m bytes", "must be params bytes"]),
     ("reissue-first", "cpu", "schedule-reissues", m_reissue_first, ["predict host step", "reissues ring entry 5 (forward)"]),
     ("ring-entries-swapped", "cpu", "schedule-reissues", m_ring_entries_swapped,
      ["ring entry 5 (forward) command 2", "the realization has memset flag+0"]),
@@ -395,17 +412,18 @@ MUTATIONS = [
      ["(adamw): the step_size word is patched at parameter byte 60", "takes step_size at byte 64"]),
     ("plan-eps", "cpu", "learner-step-words", m_plan_eps, ["(adamw): step words", "eps*S"]),
     ("beta2-word", "cpu", "learner-step-words", m_beta2_word, ["(adamw): beta2 word 0x3f700000", "the learner's is 0x3f733333"]),
-    ("adamw-missing", "cpu", "learner-coverage", m_adamw_missing, ["never update params elements", "(tensor ln1b)"]),
+    ("adamw-missing", "cpu", "learner-coverage", m_adamw_missing, ["never update params elements", "(tensor ln1w)"]),
     ("adamw-doubled", "cpu", "learner-coverage", m_adamw_doubled, ["(adamw): updates params elements", "a second time"]),
     ("adamw-shifted", "cpu", "learner-coverage", m_adamw_shifted, ["(adamw): updates params elements", "a second time"]),
-    ("adamw-params-elsewhere", "cpu", "learner-coverage", m_adamw_params_only, ["start at different elements"]),
+    ("adamw-grads-elsewhere", "cpu", "learner-coverage", m_adamw_grads_elsewhere, ["start at different elements"]),
+    ("adamw-mixed-decay", "cpu", "learner-step-words", m_adamw_mixed_decay, ["(adamw): updates tensors", "some are decayed"]),
     ("count-into-next-tensor", "cpu", "device-extents", m_count_into_next_tensor,
-     ["(adamw) argument params", "runs from tensor wte", "into wpe of plane params"]),
+     ["(adamw) argument params", "runs from tensor wte", "into ln1w of plane params"]),
     ("count-into-next-layer", "cpu", "device-extents", m_count_into_next_layer,
      ["(gelu_forward) argument out", "runs from layer 0 into layer 1 of plane fch_gelu"]),
     ("rows-into-next-layer", "cpu", "device-extents", m_rows_into_next_layer,
      ["(matmul_forward) argument out", "from layer 0 into layer 1 of plane qkv"]),
-    ("grid-too-small", "cpu", "device-geometry", m_grid_too_small, ["(adamw): grid [63, 1, 1]", "grid [64, 1, 1]"]),
+    ("grid-too-small", "cpu", "device-geometry", m_grid_too_small, ["(adamw): grid [463, 1, 1]", "grid [464, 1, 1]"]),
     ("grid-too-large", "cpu", "device-geometry", m_grid_too_large, ["(gelu_forward): grid", "the kernel covers its work"]),
     ("block-too-small", "cpu", "device-geometry", m_block_too_small,
      ["(layernorm_forward): grid", "block [128, 1, 1]", "block [256, 1, 1]"]),

@@ -9,9 +9,10 @@ The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh)
 static shared memory.
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma), matmul_forward and
 matmul_backward_input take 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16 and a 1 KiB tile of ones: 193 KiB,
-one block an SM) when there are at least WIDE_TILES of them, and matmul_backward_weight always does, split S = 1, 2, 4 or 8
-ways (the fewest that give two waves, 2 * WIDE_TILES blocks, else 8) in whole clusters (measured on the H200,
-docs/notes/gpu-speed.md, "v7"). Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
+one block an SM) when there are at least WIDE_TILES of them, and matmul_backward_weight does, split S = 1, 2, 4 or 8
+ways (the fewest that give two waves, 2 * WIDE_TILES blocks, else 8) in whole clusters, when each block sums at least
+WIDE_MIN_K of K (measured on the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes 128x128
+wgmma tiles split by the rule below, as every split weight gradient there does. Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
 still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has
@@ -35,6 +36,7 @@ LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLU
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 MATMUL_WIDE_BK = 64     # the k-extent of a wide (256x128) tile stage (matmul.cuh: MM_WIDE_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
+WIDE_MIN_K = 1024       # the least K a wide weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
 # dynamic shared bytes of a wide tile: 4 stages (192 KiB), then 1 KiB of fp16 ones (dbias on the tensor cores)
 WIDE_SHARED = 4 * (256 + 128) * MATMUL_WIDE_BK * 2 + 1024
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
@@ -129,7 +131,7 @@ def split_count(tiles: int, blocks: int = SPLIT_BLOCKS) -> int:
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
     """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
     if kernel.startswith("matmul_"):
-        M, Nn, _ = matmul_shape(kernel, scalars)
+        M, Nn, K = matmul_shape(kernel, scalars)
         big = _cdiv(M, 128) * _cdiv(Nn, 128)
         big_tile, small_tile = ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2), ([128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2)
         small = _cdiv(M, 64) * _cdiv(Nn, 64)
@@ -138,13 +140,14 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
             return [wide, 1, 1], [512, 1, 1], WIDE_SHARED
         if kernel == "matmul_backward_weight" and arch in WIDE_TILE_ARCHS:
             splits = split_count(wide, 2 * WIDE_TILES)
-            return [_cdiv(wide * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], [512, 1, 1], WIDE_SHARED
+            if K >= splits * WIDE_MIN_K:
+                return [_cdiv(wide * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], [512, 1, 1], WIDE_SHARED
         if kernel != "matmul_backward_weight":
             return ([big, 1, 1], *big_tile) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *small_tile)
         if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
             return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         splits = split_count(big)
-        if big * splits >= SPLIT_BLOCKS:
+        if big * splits >= SPLIT_BLOCKS or arch in WIDE_TILE_ARCHS:
             return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):

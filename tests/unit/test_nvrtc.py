@@ -117,6 +117,10 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them(
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}, "sm_90")[0] == [288, 1, 1]
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}, "sm_90")[0] == [1184, 1, 1]
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_121")[1] == [256, 1, 1]
+    # the tiny model's (K = 512, one wide tile split 8 ways: 64 of K a block): 2 tiles of 128x128 split 8 ways on sm_90,
+    # 3 of 64x64 elsewhere
+    assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_90") == ([16, 1, 1], [256, 1, 1], 49152)
+    assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_86") == ([24, 1, 1], [128, 1, 1], 32768)
 
 
 def test_geometry_of_the_gpt2_launches():

@@ -99,16 +99,19 @@ def compile_cubin(arch: str, sources: Path = SOURCES, cached: bool = True) -> tu
     return (_compile_once if cached else _compile)(arch, main, headers)
 
 
-def _compile(arch: str, main: bytes, headers: tuple[tuple[str, bytes], ...]) -> tuple[bytes, str]:
+def _compile(arch: str, main: bytes, headers: tuple[tuple[str, bytes], ...], extra: tuple[str, ...] = (),
+             log: list | None = None) -> tuple[bytes, str]:
     nvrtc = _nvrtc()
     program = _check(nvrtc.nvrtcCreateProgram(main, MAIN.encode(), len(headers), [data for _, data in headers],
                                               [name.encode() for name, _ in headers]), "nvrtcCreateProgram")
     try:
-        opts = [o.encode() for o in options(arch)] + [b"-I" + str(include_dir()).encode()]
+        opts = [o.encode() for o in (*options(arch), *extra)] + [b"-I" + str(include_dir()).encode()]
         status, = nvrtc.nvrtcCompileProgram(program, len(opts), opts)
         if int(status) != 0:
             raise CoppeliusError(f"kernels/cuda: NVRTC could not compile {MAIN} for {arch}: "
                                  f"{_first_error(nvrtc, program)}")
+        if log is not None:
+            log.append(_log(nvrtc, program))
         size = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(program, cubin), "nvrtcGetCUBIN")
@@ -117,14 +120,27 @@ def _compile(arch: str, main: bytes, headers: tuple[tuple[str, bytes], ...]) -> 
     return cubin, version()
 
 
+def ptxas_report(arch: str, sources: Path = SOURCES) -> str:
+    """ptxas's own report of the compilation for arch (-Xptxas -v): each kernel's registers, spills and
+    warnings, such as C7514 (wgmma serialized). The cubin it makes is not the realized one."""
+    log: list[str] = []
+    headers = tuple((h.name, h.read_bytes()) for h in sorted(sources.glob("*.cuh")))
+    _compile(arch, (sources / MAIN).read_bytes(), headers, ("-Xptxas", "-v"), log)
+    return log[0]
+
+
 _compile_once = functools.lru_cache(maxsize=8)(_compile)
 
 
-def _first_error(nvrtc, program) -> str:
+def _log(nvrtc, program) -> str:
     size = _check(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
     log = b" " * size
     _check(nvrtc.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
-    lines = [line.strip() for line in log.rstrip(b"\0").decode(errors="replace").splitlines() if line.strip()]
+    return log.replace(b"\0", b"").decode(errors="replace")
+
+
+def _first_error(nvrtc, program) -> str:
+    lines = [line.strip() for line in _log(nvrtc, program).splitlines() if line.strip()]
     errors = [line for line in lines if "error" in line]
     return (errors or lines or ["no log"])[0]
 

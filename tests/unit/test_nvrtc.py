@@ -35,6 +35,21 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
 
+def test_ptxas_keeps_every_wgmma_asynchronous_and_the_wide_matmuls_unspilled():
+    """ptxas serializes every wgmma of a kernel (C7514) when an instruction may read the accumulators before
+    their wait: it cost matmul_backward_input its overlap once (docs/notes/gpu-speed.md, third session)."""
+    report = nvrtc.ptxas_report("sm_90")
+    spills, kernel = {}, None
+    for line in report.splitlines():
+        if m := re.search(r"Function properties for (\w+)", line):
+            kernel = m.group(1)
+        elif kernel and (m := re.search(r"(\d+) bytes spill stores", line)):
+            spills[kernel] = int(m.group(1))
+    print({k: spills[k] for k in sorted(spills) if k.startswith("matmul")})
+    assert "C7514" not in report, next(line for line in report.splitlines() if "C7514" in line)
+    assert spills["matmul_forward"] == 0 and spills["matmul_backward_input"] == 0
+
+
 def test_cubin_bytes_do_not_depend_on_the_source_directory(cubins, tmp_path):
     copy = shutil.copytree(nvrtc.SOURCES, tmp_path / "elsewhere" / "cuda")
     again, _ = nvrtc.compile_cubin("sm_90", copy, cached=False)  # a second compilation, from elsewhere

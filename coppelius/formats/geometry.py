@@ -5,7 +5,7 @@ tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the 
 holds them equal.
 
 The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
-(no opt-in attribute needed) except for the wide tiles below (192 KiB, which the host opts in to); the kernels use no
+(no opt-in attribute needed) except for the wide tiles below (193 KiB, which the host opts in to); the kernels use no
 static shared memory.
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma), matmul_forward and
 matmul_backward_input take 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16 and a 1 KiB tile of ones: 193 KiB,
@@ -46,7 +46,7 @@ SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
-WIDE_TILE_ARCHS = ("sm_90",)     # forward and input-gradient matmuls on 256x128 wgmma tiles (sm_90a only)
+WIDE_TILE_ARCHS = ("sm_90",)     # the archs whose matmuls take 256x128 wgmma tiles (sm_90a only; measured there)
 
 TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
                "attention_backward")

@@ -11,7 +11,7 @@
 //   backward_weight  M=OC  Nn=C  K=N   A = dout [N][OC]  ([K][M])    B = inp    [N][C]  ([K][Nn])
 // Three tile shapes, chosen by the geometry and read back here from blockDim.x:
 //   512 threads: 256x128 block tile, 4 warpgroups of 64x128 on wgmma, k-tile 64, 4 cp.async stages
-//                (192 KiB, opted in by the host), two k-tiles loading while one is multiplied and
+//                (192 KiB, and 1 KiB of ones for dbias: opted in by the host), two k-tiles loading while one is multiplied and
 //                the previous one's wgmma may still run (sm_90a only);
 //   256 threads: 128x128 block tile, 8 warps of 64x32, k-tile 32, 3 cp.async stages (48 KiB);
 //   128 threads:  64x64 block tile,  4 warps of 32x32, k-tile 32, 4 stages (32 KiB), for launches
@@ -381,19 +381,16 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     }
 }
 
-// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. WIDE: the kernel takes the
-// 256x128 tiles (sm_90a, 512 threads).
-template <bool AK, bool BK_MAJOR, bool WIDE>
+// The tile shapes; blockDim.x (planned by formats/geometry.py) says which (512 threads: sm_90a only).
+template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
                                             bool vec, int splits) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (WIDE) {
-        if (blockDim.x == 512) {
-            mm_tile<256, 128, 4, 4, MM_WIDE_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb,
-                                                                 accumulate, vec, splits);
-            return;
-        }
+    if (blockDim.x == 512) {
+        mm_tile<256, 128, 4, 4, MM_WIDE_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate,
+                                                             vec, splits);
+        return;
     }
 #endif
     if (blockDim.x == 256)
@@ -418,14 +415,14 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
 extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
+    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false, true>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
+    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
@@ -439,7 +436,7 @@ extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
-    coptc::mm_dispatch<false, false, true>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec,
+    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec,
                                      coptc::MM_SPLITS);
 }
 #endif  // COPPELIUS_TC_MATMUL

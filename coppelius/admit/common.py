@@ -2,13 +2,15 @@
 launches indexed, the realization's tables decoded back into the plan's command vocabulary, and
 the host program expanded exactly as the interpreter (tests/reference_host/interpreter.py) runs it.
 """
+import math
+
 import numpy as np
 
 from ..errors import CoppeliusError
 from ..formats import tables
 from ..formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, access, extents, param_layout
 from ..formats.program import OPERATIONS, check_program, walk
-from ..model import Model
+from ..model import DIMENSIONS, Model
 
 OP_NAMES = tables.OP_NAMES
 # generate repeats its body once per new token, a number the run is given: admission traces two,
@@ -81,27 +83,27 @@ def iv_overlap(s: tuple, a: int, b: int) -> tuple[int, int] | None:
 
 
 # ---------------------------------------------------------------------------- the plan, indexed
+def model_of(plan: dict) -> Model:
+    """The model, from the plan's dimensions only: what admission recomputes the rest from."""
+    return Model(**{k: plan["model"][k] for k in DIMENSIONS})
+
+
 def parameter_count(plan: dict) -> int:
     """The model's parameter count, recomputed from its dimensions (not read from the plan)."""
-    dims = plan["model"]
-    return Model(**{k: dims[k] for k in ("vocab", "context", "width", "layers", "heads")}).parameter_count
+    return model_of(plan).parameter_count
 
 
 def tensor_table(plan: dict) -> list[dict]:
     """The plan's parameter tensors, refused unless they are the model's (names, shapes, decay, in llm.c's
     order), their payload offsets tile the checkpoint's parts in that order, and their plane offsets tile the
     weight planes (any order: the plan groups them for the update)."""
-    dims = plan["model"]
-    model = Model(**{k: dims[k] for k in ("vocab", "context", "width", "layers", "heads")})
     table, payload = list(plan["tensors"]), 0
-    want = model.tensors()
+    want = model_of(plan).tensors()
     if [t["name"] for t in table] != [name for name, _, _ in want]:
         raise Refusal(f"the plan's tensors {[t['name'] for t in table]} are not the model's, in llm.c's order "
                       f"{[name for name, _, _ in want]}")
     for t, (name, shape, decay) in zip(table, want):
-        count = 1
-        for d in shape:
-            count *= d
+        count = math.prod(shape)
         if (t["shape"], t["count"], t["decay"], t["payload_offset"]) != (list(shape), count, decay, payload):
             raise Refusal(f"tensor {name}: shape {t['shape']}, count {t['count']}, decay {t['decay']}, payload offset "
                           f"{t['payload_offset']}; the model's is {list(shape)}, {count}, {decay}, {payload}")

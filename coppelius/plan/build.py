@@ -6,6 +6,8 @@ token stream and result record must meet. Everything is a pure function of the c
 the target enters only through its alignment and arch.
 """
 
+import math
+
 from .. import canonical
 from ..config import Config
 from ..formats import checkpoint
@@ -26,9 +28,7 @@ def parameter_tensors(model) -> dict:
     AdamW launch updates each group: 2 launches a step, not 16."""
     tensors, payload = {}, 0
     for name, shape, decay in model.tensors():
-        count = 1
-        for d in shape:
-            count *= d
+        count = math.prod(shape)
         tensors[name] = {"shape": list(shape), "offset": 0, "payload_offset": payload, "count": count,
                          "decay": decay}
         payload += count

@@ -96,16 +96,81 @@ __device__ __forceinline__ void at_mm_nt(float (*acc)[4], const unsigned (*a)[4]
     }
 }
 
+// The A fragment (16 x 16, fp16) of k-step kk of a product's C fragments p (16 rows x 16 kk.. columns).
+__device__ __forceinline__ void at_pack(unsigned (&a)[4], const float (*p)[4], int kk) {
+    a[0] = pack_half2(p[2 * kk][0], p[2 * kk][1]);
+    a[1] = pack_half2(p[2 * kk][2], p[2 * kk][3]);
+    a[2] = pack_half2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+    a[3] = pack_half2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+}
+
+// sm_90a, HSP 64: the block's 4 warps are one warpgroup and the products of 64 x 64 tiles run on wgmma.
+// A 64 x 64 tile of at_load (rows of 128 bytes, swz<8>) is wgmma's 128-byte-swizzled layout when it
+// starts 1024-byte aligned: read K-major (k = its columns, 16 of them 32 bytes on, 8 rows 1024 bytes
+// apart) or MN-major (k = its rows, 16 of them 2048 bytes on). The warpgroup's accumulators are laid
+// out as the mma.sync path's C fragments (warp w: rows 16w + lane/4 (+8)), so the softmax code is shared.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool AT_WGMMA = true;
+#else
+constexpr bool AT_WGMMA = false;
+#endif
+
+// Tiles just written by this thread (cp.async or stores), made visible to wgmma's reads after the barrier.
+__device__ __forceinline__ void at_fence_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    fence_proxy_async();
+#endif
+}
+
+// acc(64 x 64) = a(64 x 64) b(64 x 64)^T, and acc2 = a2 b2^T when TWO: one commit group.
+template <bool TWO>
+__device__ __forceinline__ void at_wg_nt(float (&acc)[8][4], const __half* a, const __half* b,
+                                         float (&acc2)[8][4], const __half* a2, const __half* b2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n64k16<0, 0>(acc, wg_desc(a + kk * 16, 16, 1024, 1), wg_desc(b + kk * 16, 16, 1024, 1),
+                                  kk > 0);
+    if constexpr (TWO) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_m64n64k16<0, 0>(acc2, wg_desc(a2 + kk * 16, 16, 1024, 1), wg_desc(b2 + kk * 16, 16, 1024, 1),
+                                  kk > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_acc(acc);
+    wg_fence_acc(acc2);
+#endif
+}
+
+// The A fragments (fp16) of a 64 x 64 product's C fragments p: element (ni, e) of p is half e % 2 of
+// a[ni / 2][2 (ni % 2) + e / 2].
+__device__ __forceinline__ void at_pack_tile(unsigned (&a)[4][4], const float (*p)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) at_pack(a[kk], p, kk);
+}
+
+// acc(64 x 64) += P(64 x 64, at_pack_tile's fragments) * tile(64 x 64).
+__device__ __forceinline__ void at_wg_pv(float (&acc)[8][4], const unsigned (&a)[4][4], const __half* tile) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_rs<1>(acc, a[kk], wg_desc(tile + kk * 16 * 64, 8192, 1024, 1));
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_acc(acc);
+#endif
+}
+
 // acc[16 x HSP] += P(16 x NK, as C-fragments of a 16 x NK product) * tile(NK rows x HSP).
 template <int HSP, int NK>
 __device__ __forceinline__ void at_mm_pv(float (*acc)[4], const float (*p)[4], const __half* s, int lane) {
 #pragma unroll
     for (int kk = 0; kk < NK / 16; ++kk) {
         unsigned a[4];
-        a[0] = pack_half2(p[2 * kk][0], p[2 * kk][1]);
-        a[1] = pack_half2(p[2 * kk][2], p[2 * kk][3]);
-        a[2] = pack_half2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
-        a[3] = pack_half2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+        at_pack(a, p, kk);
 #pragma unroll
         for (int dn = 0; dn < HSP / 8; dn += 2) {
             unsigned b0, b1, b2, b3;
@@ -157,10 +222,11 @@ __device__ __forceinline__ float at_dot(const __half* __restrict__ a, const __ha
 // ------------------------------------------------------------------------------------- forward
 
 template <int HSP>
-__device__ __noinline__ void attn_fwd(__half* __restrict__ out, float* __restrict__ lse,
-                                         const __half* __restrict__ qkv, int B, int T, int C, int NH) {
+__device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* __restrict__ lse,
+                                              const __half* __restrict__ qkv, int B, int T, int C, int NH) {
     constexpr int BR = AT_BR, BC = AttnTiles<HSP>::FWD_BC, KT = HSP / 16, NKV = BC / 8, ND = HSP / 8;
-    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    constexpr bool WG = AT_WGMMA && HSP == 64;
+    extern __shared__ __align__(1024) unsigned char coptc_smem[];
     __half* sQ = reinterpret_cast<__half*>(coptc_smem);
     __half* sK = sQ + BR * HSP;       // [2][BC][HSP]
     __half* sV = sK + 2 * BC * HSP;   // [2][BC][HSP]
@@ -200,14 +266,19 @@ __device__ __noinline__ void attn_fwd(__half* __restrict__ out, float* __restric
         }
         cp_async_commit();
         cp_async_wait<1>();
+        if (WG) at_fence_async();
         __syncthreads();
-        if (j == 0) at_frag_a<HSP>(qf, sQ, warp * 16, lane);
+        if (!WG && j == 0) at_frag_a<HSP>(qf, sQ, warp * 16, lane);
         const __half* k_s = sK + (j & 1) * BC * HSP;
         const __half* v_s = sV + (j & 1) * BC * HSP;
 
         float s[NKV][4];
-        at_zero<NKV>(s);
-        at_mm_nt<HSP, BC>(s, qf, k_s, lane);
+        if constexpr (WG) {
+            at_wg_nt<false>(s, sQ, k_s, s, nullptr, nullptr);
+        } else {
+            at_zero<NKV>(s);
+            at_mm_nt<HSP, BC>(s, qf, k_s, lane);
+        }
 
         const int k0 = j * BC;
         const bool need_mask = k0 + BC - 1 > qw || k0 + BC > T;
@@ -252,7 +323,13 @@ __device__ __noinline__ void attn_fwd(__half* __restrict__ out, float* __restric
             o[dn][2] *= alpha[1];
             o[dn][3] *= alpha[1];
         }
-        at_mm_pv<HSP, BC>(o, s, v_s, lane);
+        if constexpr (WG) {
+            unsigned pa[4][4];
+            at_pack_tile(pa, s);
+            at_wg_pv(o, pa, v_s);
+        } else {
+            at_mm_pv<HSP, BC>(o, s, v_s, lane);
+        }
         __syncthreads();  // this stage is loaded again two tiles on
     }
 
@@ -282,6 +359,13 @@ __device__ __noinline__ void attn_fwd(__half* __restrict__ out, float* __restric
     }
 }
 
+// One function per head size keeps each one's registers to itself. sm_90a's HSP 64 path is inlined
+// into the kernel instead: a wgmma pipeline that crosses a call is serialized (ptxas C7510).
+template <int HSP>
+__device__ __noinline__ void attn_fwd(__half* out, float* lse, const __half* qkv, int B, int T, int C, int NH) {
+    attn_fwd_tile<HSP>(out, lse, qkv, B, T, C, NH);
+}
+
 }  // namespace coptc
 
 // Causal attention from packed qkv (B,T,3C): out (B,T,C), lse (B,NH,T) natural-log-sum-exp of the
@@ -292,7 +376,10 @@ extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_MIN_BLOCKS)
     const int hs = C / NH;
     if (hs <= 16) coptc::attn_fwd<16>(out, lse, qkv, B, T, C, NH);
     else if (hs <= 32) coptc::attn_fwd<32>(out, lse, qkv, B, T, C, NH);
-    else if (hs <= 64) coptc::attn_fwd<64>(out, lse, qkv, B, T, C, NH);
+    else if (hs <= 64) {
+        if constexpr (coptc::AT_WGMMA) coptc::attn_fwd_tile<64>(out, lse, qkv, B, T, C, NH);
+        else coptc::attn_fwd<64>(out, lse, qkv, B, T, C, NH);
+    }
     else coptc::attn_fwd<128>(out, lse, qkv, B, T, C, NH);
 }
 #endif  // COPPELIUS_TC_ATTENTION

@@ -18,10 +18,11 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
                                               const float* __restrict__ lse, int b, int h, int kb, int T, int C,
                                               int NH) {
     constexpr int BCK = AT_BCK, BRK = AttnTiles<HSP>::BWD_BRK, KT = HSP / 16, ND = HSP / 8;
-    constexpr int SUB = BRK < 32 ? BRK : 32, NQ = SUB / 8;
+    constexpr bool WG = AT_WGMMA && HSP == 64;  // the warpgroup multiplies whole 64 x 64 tiles
+    constexpr int SUB = WG || BRK < 32 ? BRK : 32, NQ = SUB / 8;
     constexpr bool SPLIT = HSP > 64;
     constexpr int PASSES = SPLIT ? 2 : 1;
-    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    extern __shared__ __align__(1024) unsigned char coptc_smem[];
     __half* sK = reinterpret_cast<__half*>(coptc_smem);
     __half* sV = sK + BCK * HSP;
     __half* sQ = sV + BCK * HSP;
@@ -72,6 +73,7 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
             cp_async_commit();
             if (tid < BRK) sL[tid] = q0 + tid < T ? gl[q0 + tid] * LOG2E : 0.f;
             cp_async_wait<0>();
+            if (WG) at_fence_async();
             __syncthreads();
             if (want_dp) {  // D of the tile's rows, from the shared tiles (zero past hs and T)
                 const int r = tid / TPR, part = tid % TPR;
@@ -93,25 +95,57 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
                 if (part == 0) sD[r] = dsum;
                 __syncthreads();
             }
-            if (i == k0 / BRK) {
+            if (!WG && i == k0 / BRK) {
                 at_frag_a<HSP>(kf, sK, warp * 16, lane);
                 if (want_dp) at_frag_a<HSP>(vf, sV, warp * 16, lane);
             }
-            if (q0 + BRK - 1 < kw) continue;  // every query of the tile precedes this warp's keys
+            if (!WG && q0 + BRK - 1 < kw) continue;  // every query of the tile precedes this warp's keys
 #pragma unroll 1
             for (int sub = 0; sub < BRK / SUB; ++sub) {  // SUB queries at a time: fewer registers live
                 const int qs = q0 + sub * SUB;
-                if (qs + SUB - 1 < kw) continue;
+                if (!WG && qs + SUB - 1 < kw) continue;
                 const __half* q_s = sQ + sub * SUB * HSP;  // (the swizzle period divides SUB rows)
                 const __half* o_s = sO + sub * SUB * HSP;
                 float st[NQ][4], dpt[NQ][4];
+                const bool need_mask = qs < kw + 15 || qs + SUB > T;
+                if constexpr (WG) {
+                    // P^T, packed to fp16 (dV's operand), then dP^T and dS^T = P^T (dP^T - D) from the packed
+                    // P^T: fewer registers live than P^T and dP^T in fp32 beside dV and dK
+                    unsigned pa[4][4], da[4][4];
+                    at_wg_nt<false>(st, sK, q_s, st, nullptr, nullptr);
+#pragma unroll
+                    for (int ni = 0; ni < NQ; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int ql = ni * 8 + t2 + (e & 1);
+                            float p = exp2f(st[ni][e] * sc - sL[ql]);
+                            if (need_mask) {
+                                const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
+                                if (key > q || q >= T) p = 0.f;
+                            }
+                            st[ni][e] = p;
+                        }
+                    at_pack_tile(pa, st);
+                    at_wg_pv(acc, pa, o_s);  // dv += P^T dO
+                    at_wg_nt<false>(dpt, sV, o_s, dpt, nullptr, nullptr);
+#pragma unroll
+                    for (int ni = 0; ni < NQ; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const __half2 p2 = *reinterpret_cast<const __half2*>(&pa[ni >> 1][((ni & 1) << 1) | (e >> 1)]);
+                            const float p = (e & 1) ? __high2float(p2) : __low2float(p2);
+                            dpt[ni][e] = p * (dpt[ni][e] - sD[ni * 8 + t2 + (e & 1)]);
+                        }
+                    at_pack_tile(da, dpt);
+                    at_wg_pv(acc2, da, q_s);  // dk += dS^T Q
+                    continue;
+                }
                 at_zero<NQ>(st);
                 at_mm_nt<HSP, SUB>(st, kf, q_s, lane);
                 if (want_dp) {
                     at_zero<NQ>(dpt);
                     at_mm_nt<HSP, SUB>(dpt, vf, o_s, lane);
                 }
-                const bool need_mask = qs < kw + 15 || qs + SUB > T;
 #pragma unroll
                 for (int ni = 0; ni < NQ; ++ni)
 #pragma unroll
@@ -151,8 +185,9 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
                                                  const float* __restrict__ lse, int b, int h, int qb, int T, int C,
                                                  int NH) {
     constexpr int BR = AT_BR, BC = AttnTiles<HSP>::BWD_BCQ, ST = AttnTiles<HSP>::BWD_QST;
-    constexpr int KT = HSP / 16, ND = HSP / 8, SUB = 32, NKV = SUB / 8;
-    extern __shared__ __align__(128) unsigned char coptc_smem[];
+    constexpr bool WG = AT_WGMMA && HSP == 64;  // the warpgroup multiplies whole 64 x 64 tiles
+    constexpr int KT = HSP / 16, ND = HSP / 8, SUB = WG ? BC : 32, NKV = SUB / 8;
+    extern __shared__ __align__(1024) unsigned char coptc_smem[];
     __half* sQ = reinterpret_cast<__half*>(coptc_smem);
     __half* sO = sQ + BR * HSP;   // dO
     __half* sK = sO + BR * HSP;   // [ST][BC][HSP]
@@ -224,21 +259,26 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
             }
             cp_async_wait<0>();
         }
+        if (WG) at_fence_async();
         __syncthreads();
-        if (Q_REGS && j == 0) {
+        if (!WG && Q_REGS && j == 0) {
             at_frag_a<HSP>(qf, sQ, warp * 16, lane);
             at_frag_a<HSP>(of, sO, warp * 16, lane);
         }
 #pragma unroll 1
         for (int sub = 0; sub < BC / SUB; ++sub) {  // SUB keys at a time: fewer registers live
             const int k0 = j * BC + sub * SUB;
-            if (k0 > qw + 15) continue;  // no key of the sub-tile is visible to this warp's rows
+            if (!WG && k0 > qw + 15) continue;  // no key of the sub-tile is visible to this warp's rows
             const __half* ks = k_s + sub * SUB * HSP;  // (the swizzle period divides SUB rows)
             const __half* vs = v_s + sub * SUB * HSP;
             float s[NKV][4], dp[NKV][4];
-            at_zero<NKV>(s);
-            at_zero<NKV>(dp);
-            if constexpr (Q_REGS) {
+            if constexpr (!WG) {
+                at_zero<NKV>(s);
+                at_zero<NKV>(dp);
+            }
+            if constexpr (WG) {
+                at_wg_nt<true>(s, sQ, ks, dp, sO, vs);
+            } else if constexpr (Q_REGS) {
                 at_mm_nt<HSP, SUB>(s, qf, ks, lane);
                 at_mm_nt<HSP, SUB>(dp, of, vs, lane);
             } else {  // one fragment array, reloaded: fewer registers live
@@ -260,7 +300,13 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
                     }
                     s[ni][e] = p * (dp[ni][e] - dr[r]);  // dS
                 }
-            at_mm_pv<HSP, SUB>(dq, s, ks, lane);
+            if constexpr (WG) {
+                unsigned da[4][4];
+                at_pack_tile(da, s);
+                at_wg_pv(dq, da, ks);
+            } else {
+                at_mm_pv<HSP, SUB>(dq, s, ks, lane);
+            }
         }
         __syncthreads();  // the stage is loaded again
     }
@@ -269,14 +315,21 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
 }
 
 template <int HSP>
-__device__ __noinline__ void attn_bwd(__half* dqkv, const __half* dout, const __half* qkv, const __half* out,
-                                         const float* lse, int B, int T, int C, int NH) {
+__device__ __forceinline__ void attn_bwd_block(__half* dqkv, const __half* dout, const __half* qkv, const __half* out,
+                                               const float* lse, int B, int T, int C, int NH) {
     const int x = blockIdx.x, b = blockIdx.z, h = blockIdx.y;
     const int nt = (T + AT_BR - 1) / AT_BR;  // = key blocks = query blocks (AT_BCK == AT_BR)
     if ((x & 1) == 0)
         attn_bwd_keys<HSP>(dqkv, dout, qkv, out, lse, b, h, x >> 1, T, C, NH);
     else
         attn_bwd_queries<HSP>(dqkv, dout, qkv, out, lse, b, h, nt - 1 - (x >> 1), T, C, NH);
+}
+
+// (as attn_fwd: a function per head size, sm_90a's wgmma path inlined into the kernel)
+template <int HSP>
+__device__ __noinline__ void attn_bwd(__half* dqkv, const __half* dout, const __half* qkv, const __half* out,
+                                      const float* lse, int B, int T, int C, int NH) {
+    attn_bwd_block<HSP>(dqkv, dout, qkv, out, lse, B, T, C, NH);
 }
 
 }  // namespace coptc
@@ -289,7 +342,10 @@ extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_MIN_BLOCKS)
     const int hs = C / NH;
     if (hs <= 16) coptc::attn_bwd<16>(dqkv, dout, qkv, out, lse, B, T, C, NH);
     else if (hs <= 32) coptc::attn_bwd<32>(dqkv, dout, qkv, out, lse, B, T, C, NH);
-    else if (hs <= 64) coptc::attn_bwd<64>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    else if (hs <= 64) {
+        if constexpr (coptc::AT_WGMMA) coptc::attn_bwd_block<64>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+        else coptc::attn_bwd<64>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    }
     else coptc::attn_bwd<128>(dqkv, dout, qkv, out, lse, B, T, C, NH);
 }
 #endif  // COPPELIUS_TC_ATTENTION_BACKWARD

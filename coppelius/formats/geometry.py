@@ -5,8 +5,8 @@ tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the 
 holds them equal.
 
 The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
-(no opt-in attribute needed) except for the wide tiles below (193 KiB, which the host opts in to); the kernels use no
-static shared memory.
+(no opt-in attribute needed) except for the wide tiles below (193 KiB) and sm_90a's attention backward (64.5 KiB),
+which the host opts in to; the kernels use no static shared memory.
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma), matmul_forward and
 matmul_backward_input take 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16 and a 1 KiB tile of ones: 193 KiB,
 one block an SM) when there are at least WIDE_TILES of them, and matmul_backward_weight does, split S = 1, 2, 4 or 8
@@ -22,7 +22,8 @@ SPLIT_BLOCKS, else 64x64; the grid is always whole clusters of MATMUL_SPLITS blo
 is launched in such clusters). The archs other than sm_90 have not been measured: they keep these rules.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
-queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported.
+queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported. On the
+WGMMA_ARCHS a head-size-64 key block double-buffers its query tiles (64.5 KiB, opted in; three blocks an SM).
 """
 
 # Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
@@ -46,7 +47,8 @@ SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
-WIDE_TILE_ARCHS = ("sm_90",)     # the archs whose matmuls take 256x128 wgmma tiles (sm_90a only; measured there)
+WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
+WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take 256x128 wgmma tiles (measured there)
 
 TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
                "attention_backward")
@@ -106,14 +108,16 @@ def head_padding(hs: int) -> int:
     raise ValueError(f"attention head size {hs} > 128 is not supported by the tensor-core kernels")
 
 
-def attention_shared_bytes(kernel: str, hsp: int) -> int:
-    """Dynamic shared bytes of the attention kernels for padded head size hsp (see attention.cuh and attention_backward.cuh)."""
+def attention_shared_bytes(kernel: str, hsp: int, arch: str = "any") -> int:
+    """Dynamic shared bytes of the attention kernels for padded head size hsp on arch (see attention.cuh and
+    attention_backward.cuh)."""
     row = hsp * 2  # bytes of one fp16 row
     if kernel == "attention_forward":
         bc = 64 if hsp <= 64 else 32
         return (ATTENTION_ROWS + 2 * 2 * bc) * row  # Q + 2 stages of K and V
     brk = 64 if hsp <= 64 else 16       # key block: query tile
-    keys = (2 * ATTENTION_ROWS + 3 * brk) * row + 2 * brk * 4  # K, V, Q, dO, out tiles; lse and D rows
+    query_stages = 2 if arch in WGMMA_ARCHS and hsp == 64 else 1  # the wgmma key block double-buffers them
+    keys = (2 * ATTENTION_ROWS + 3 * brk * query_stages) * row + 2 * brk * 4  # K, V; Q, dO, out tiles; lse, D rows
     bcq, stages = (64, 2) if hsp <= 64 else (32, 1)
     queries = (2 * ATTENTION_ROWS + 2 * stages * bcq) * row  # Q, dO; stages of K and V
     return max(keys, queries)
@@ -157,5 +161,5 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         hsp = head_padding(C // NH)
         tiles = max(1, _cdiv(T, ATTENTION_ROWS))
         x = tiles if kernel == "attention_forward" else 2 * tiles
-        return [x, NH, B], [ATTENTION_THREADS, 1, 1], attention_shared_bytes(kernel, hsp)
+        return [x, NH, B], [ATTENTION_THREADS, 1, 1], attention_shared_bytes(kernel, hsp, arch)
     raise KeyError(f"{kernel} is not a tensor-core kernel")

@@ -33,6 +33,13 @@ constexpr float LN2 = 0.6931471805599453f;
 #ifndef COPTC_ATTN_MIN_BLOCKS
 #define COPTC_ATTN_MIN_BLOCKS 3  // blocks an SM must hold: caps registers at 168 a thread
 #endif
+// sm_90a's wgmma forward keeps its accumulators in 128 registers: four blocks an SM (0.267 -> 0.254 ms at
+// gpt2's shape on the H200, docs/notes/gpu-speed.md); its HSP 128 path spills 104 bytes at that cap
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define COPTC_ATTN_FWD_MIN_BLOCKS 4
+#else
+#define COPTC_ATTN_FWD_MIN_BLOCKS COPTC_ATTN_MIN_BLOCKS
+#endif
 
 // Tile constants (formats/geometry.py mirrors them).
 constexpr int AT_THREADS = 128;  // 4 warps
@@ -45,6 +52,24 @@ template <int HSP> struct AttnTiles {
     static constexpr int BWD_QST = HSP <= 64 ? 2 : 1;   // backward query block: key tile stages
 };
 
+// at_load's element-wise path (hs or C not a multiple of 8, or a misaligned tensor), out of line: inlined,
+// its bounds checks sat between the hot loops' instructions, which then missed the instruction cache (ncu:
+// 42% of attention_backward's stalls were "no instruction"; gpt2's backward 1.09 -> 0.81 ms on the H200).
+template <int ROWS, int HSP>
+__device__ __noinline__ void at_load_elementwise(__half* s, const __half* __restrict__ g, int t0, int T, int hs,
+                                                 size_t rs) {
+    constexpr int CH = HSP / 8;
+    for (int id = threadIdx.x; id < ROWS * CH; id += AT_THREADS) {
+        const int r = id / CH, c = id % CH;
+        const int t = t0 + r, d = c * 8;
+        const __half* src = g + (size_t)t * rs + d;
+        __align__(16) __half v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = (t < T && d + e < hs) ? src[e] : __float2half_rn(0.f);
+        *reinterpret_cast<uint4*>(s + swz<CH>(r, c)) = *reinterpret_cast<uint4*>(v);
+    }
+}
+
 // Load rows [t0, t0 + ROWS) x [0, HSP) of one head of one of q/k/v (pointer g at its channel
 // offset, row stride rs) into a swizzled tile; rows >= T and columns >= hs are zero.
 template <int ROWS, int HSP>
@@ -52,23 +77,18 @@ __device__ __forceinline__ void at_load(__half* s, const __half* __restrict__ g,
                                         bool vec) {
     constexpr int CH = HSP / 8;
     constexpr int CHUNKS = ROWS * CH;
+    if (!vec) {
+        at_load_elementwise<ROWS, HSP>(s, g, t0, T, hs, rs);
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < (CHUNKS + AT_THREADS - 1) / AT_THREADS; ++i) {
         const int id = threadIdx.x + i * AT_THREADS;
         if (CHUNKS % AT_THREADS != 0 && id >= CHUNKS) break;
         const int r = id / CH, c = id % CH;
         const int t = t0 + r, d = c * 8;
-        __half* dst = s + swz<CH>(r, c);
-        const __half* src = g + (size_t)t * rs + d;
-        if (vec) {
-            const bool ok = t < T && d < hs;
-            cp_async16(dst, ok ? src : g, ok);
-        } else {
-            __align__(16) __half v[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] = (t < T && d + e < hs) ? src[e] : __float2half_rn(0.f);
-            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4*>(v);
-        }
+        const bool ok = t < T && d < hs;
+        cp_async16(s + swz<CH>(r, c), ok ? g + (size_t)t * rs + d : g, ok);
     }
 }
 
@@ -152,16 +172,49 @@ __device__ __forceinline__ void at_pack_tile(unsigned (&a)[4][4], const float (*
     for (int kk = 0; kk < 4; ++kk) at_pack(a[kk], p, kk);
 }
 
-// acc(64 x 64) += P(64 x 64, at_pack_tile's fragments) * tile(64 x 64).
-__device__ __forceinline__ void at_wg_pv(float (&acc)[8][4], const unsigned (&a)[4][4], const __half* tile) {
+// acc(64 x 64) += P(64 x 64, at_pack_tile's fragments) * tile(64 x 64), and acc2 += a2 tile2 when TWO: one
+// commit group, not waited for. Until at_wg_wait, neither the accumulators nor the fragments may be touched;
+// after it, at_wg_pinned keeps every read of them below the wait.
+template <bool TWO>
+__device__ __forceinline__ void at_wg_pv_async(float (&acc)[8][4], const unsigned (&a)[4][4], const __half* tile,
+                                               float (&acc2)[8][4], const unsigned (&a2)[4][4], const __half* tile2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_rs<1>(acc, a[kk], wg_desc(tile + kk * 16 * 64, 8192, 1024, 1));
+    if constexpr (TWO) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_m64n64k16_rs<1>(acc2, a2[kk], wg_desc(tile2 + kk * 16 * 64, 8192, 1024, 1));
+    }
     wg_commit();
-    wg_wait<0>();
-    wg_fence_acc(acc);
 #endif
+}
+
+// Every product this thread's warpgroup issued is done.
+__device__ __forceinline__ void at_wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg_wait<0>();
+#endif
+}
+
+// After at_wg_wait: the accumulators and the register operands of the products waited for stay where the
+// tensor cores left or read them (no read moved above the wait, no register reused before it).
+__device__ __forceinline__ void at_wg_pinned(float (&acc)[8][4], unsigned (&a)[4][4]) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg_fence_acc(acc);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[kk][e])::"memory");
+#endif
+}
+
+// acc(64 x 64) += P(64 x 64, at_pack_tile's fragments) * tile(64 x 64), waited for.
+__device__ __forceinline__ void at_wg_pv(float (&acc)[8][4], unsigned (&a)[4][4], const __half* tile) {
+    at_wg_pv_async<false>(acc, a, tile, acc, a, tile);
+    at_wg_wait();
+    at_wg_pinned(acc, a);
 }
 
 // acc[16 x HSP] += P(16 x NK, as C-fragments of a 16 x NK product) * tile(NK rows x HSP).
@@ -370,7 +423,7 @@ __device__ __noinline__ void attn_fwd(__half* out, float* lse, const __half* qkv
 
 // Causal attention from packed qkv (B,T,3C): out (B,T,C), lse (B,NH,T) natural-log-sum-exp of the
 // scaled scores. Head sizes up to 128.
-extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_FWD_MIN_BLOCKS)
     attention_forward(__half* out, float* lse, const __half* qkv, int B, int T, int C, int NH) {
     if (T <= 0 || NH <= 0) return;
     const int hs = C / NH;

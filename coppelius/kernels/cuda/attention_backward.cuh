@@ -9,6 +9,30 @@ namespace coptc {
 
 // ------------------------------------------------------------------------------------ backward
 
+// D = rowsum(dO * out) of a tile's ROWS rows, from its shared tiles (zero past hs and T), into sD;
+// AT_THREADS / ROWS threads a row, each summing whole 8-column chunks.
+template <int ROWS, int HSP>
+__device__ __forceinline__ void at_tile_rowdot(float* sD, const __half* sO, const __half* sX) {
+    constexpr int TPR = AT_THREADS / ROWS, PER = HSP / TPR;
+    static_assert(PER % 8 == 0 && TPR <= 32, "D: whole chunks a thread, a row's threads in one warp");
+    const int r = threadIdx.x / TPR, part = threadIdx.x % TPR;
+    float dsum = 0.f;
+#pragma unroll
+    for (int c = 0; c < PER / 8; ++c) {
+        const int off = swz<HSP / 8>(r, part * (PER / 8) + c);
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            const float2 a = __half22float2(*reinterpret_cast<const __half2*>(sO + off + e));
+            const float2 x = __half22float2(*reinterpret_cast<const __half2*>(sX + off + e));
+            dsum += a.x * x.x;
+            dsum += a.y * x.y;
+        }
+    }
+#pragma unroll
+    for (int w = 1; w < TPR; w <<= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, w);
+    if (part == 0) sD[r] = dsum;
+}
+
 // Key block: keys [k0, k0 + 64) of (b, h); writes dk and dv of those keys. For HSP 128 the query
 // tiles are walked twice, dv accumulated in the first pass and dk in the second, so that only one
 // 16 x 128 accumulator a warp is live (S^T is computed in both passes).
@@ -18,8 +42,7 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
                                               const float* __restrict__ lse, int b, int h, int kb, int T, int C,
                                               int NH) {
     constexpr int BCK = AT_BCK, BRK = AttnTiles<HSP>::BWD_BRK, KT = HSP / 16, ND = HSP / 8;
-    constexpr bool WG = AT_WGMMA && HSP == 64;  // the warpgroup multiplies whole 64 x 64 tiles
-    constexpr int SUB = WG || BRK < 32 ? BRK : 32, NQ = SUB / 8;
+    constexpr int SUB = BRK < 32 ? BRK : 32, NQ = SUB / 8;
     constexpr bool SPLIT = HSP > 64;
     constexpr int PASSES = SPLIT ? 2 : 1;
     extern __shared__ __align__(1024) unsigned char coptc_smem[];
@@ -57,8 +80,6 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
     float acc[ND][4];                 // dv (SPLIT: dv in pass 0, dk in pass 1)
     float acc2[SPLIT ? 1 : ND][4];    // dk
     const int nqt = (T + BRK - 1) / BRK;
-    constexpr int TPR = AT_THREADS / BRK;  // threads a row for D
-    static_assert((HSP / TPR) % 8 == 0, "D: whole chunks a thread");
 #pragma unroll 1
     for (int pass = 0; pass < PASSES; ++pass) {
         const bool want_dp = !SPLIT || pass == 1;
@@ -73,73 +94,24 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
             cp_async_commit();
             if (tid < BRK) sL[tid] = q0 + tid < T ? gl[q0 + tid] * LOG2E : 0.f;
             cp_async_wait<0>();
-            if (WG) at_fence_async();
             __syncthreads();
-            if (want_dp) {  // D of the tile's rows, from the shared tiles (zero past hs and T)
-                const int r = tid / TPR, part = tid % TPR;
-                constexpr int PER = HSP / TPR;  // a multiple of 8: whole chunks
-                float dsum = 0.f;
-#pragma unroll
-                for (int c = 0; c < PER / 8; ++c) {
-                    const int off = swz<HSP / 8>(r, part * (PER / 8) + c);
-#pragma unroll
-                    for (int e = 0; e < 8; e += 2) {
-                        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(sO + off + e));
-                        const float2 x = __half22float2(*reinterpret_cast<const __half2*>(sX + off + e));
-                        dsum += a.x * x.x;
-                        dsum += a.y * x.y;
-                    }
-                }
-#pragma unroll
-                for (int w = 1; w < TPR; w <<= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, w);
-                if (part == 0) sD[r] = dsum;
+            if (want_dp) {
+                at_tile_rowdot<BRK, HSP>(sD, sO, sX);
                 __syncthreads();
             }
-            if (!WG && i == k0 / BRK) {
+            if (i == k0 / BRK) {
                 at_frag_a<HSP>(kf, sK, warp * 16, lane);
                 if (want_dp) at_frag_a<HSP>(vf, sV, warp * 16, lane);
             }
-            if (!WG && q0 + BRK - 1 < kw) continue;  // every query of the tile precedes this warp's keys
+            if (q0 + BRK - 1 < kw) continue;  // every query of the tile precedes this warp's keys
 #pragma unroll 1
             for (int sub = 0; sub < BRK / SUB; ++sub) {  // SUB queries at a time: fewer registers live
                 const int qs = q0 + sub * SUB;
-                if (!WG && qs + SUB - 1 < kw) continue;
+                if (qs + SUB - 1 < kw) continue;
                 const __half* q_s = sQ + sub * SUB * HSP;  // (the swizzle period divides SUB rows)
                 const __half* o_s = sO + sub * SUB * HSP;
                 float st[NQ][4], dpt[NQ][4];
                 const bool need_mask = qs < kw + 15 || qs + SUB > T;
-                if constexpr (WG) {
-                    // P^T, packed to fp16 (dV's operand), then dP^T and dS^T = P^T (dP^T - D) from the packed
-                    // P^T: fewer registers live than P^T and dP^T in fp32 beside dV and dK
-                    unsigned pa[4][4], da[4][4];
-                    at_wg_nt<false>(st, sK, q_s, st, nullptr, nullptr);
-#pragma unroll
-                    for (int ni = 0; ni < NQ; ++ni)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int ql = ni * 8 + t2 + (e & 1);
-                            float p = exp2f(st[ni][e] * sc - sL[ql]);
-                            if (need_mask) {
-                                const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
-                                if (key > q || q >= T) p = 0.f;
-                            }
-                            st[ni][e] = p;
-                        }
-                    at_pack_tile(pa, st);
-                    at_wg_pv(acc, pa, o_s);  // dv += P^T dO
-                    at_wg_nt<false>(dpt, sV, o_s, dpt, nullptr, nullptr);
-#pragma unroll
-                    for (int ni = 0; ni < NQ; ++ni)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const __half2 p2 = *reinterpret_cast<const __half2*>(&pa[ni >> 1][((ni & 1) << 1) | (e >> 1)]);
-                            const float p = (e & 1) ? __high2float(p2) : __low2float(p2);
-                            dpt[ni][e] = p * (dpt[ni][e] - sD[ni * 8 + t2 + (e & 1)]);
-                        }
-                    at_pack_tile(da, dpt);
-                    at_wg_pv(acc2, da, q_s);  // dk += dS^T Q
-                    continue;
-                }
                 at_zero<NQ>(st);
                 at_mm_nt<HSP, SUB>(st, kf, q_s, lane);
                 if (want_dp) {
@@ -176,6 +148,116 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
             else at_store<HSP>(gdk, rs, acc, scale, kw, T, hs, pair_ok, lane);
         }
     }
+}
+
+// The key block on sm_90a, HSP 64: the warpgroup multiplies whole 64 x 64 tiles, and the query tiles
+// (Q, dO, out: one stage of three tiles) are double-buffered: tile i + 1 loads while tile i multiplies,
+// and tile i's dV and dK products run on while tile i + 1's D is summed. S^T with dP^T, and dV with dK,
+// are one commit group each; dS^T = P^T (dP^T - D) is formed from the packed fp16 P^T (fewer registers
+// live than P^T and dP^T in fp32 beside dV and dK). Sums in the same order as attn_bwd_keys'.
+__device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, const __half* __restrict__ dout,
+                                                 const __half* __restrict__ qkv, const __half* __restrict__ outp,
+                                                 const float* __restrict__ lse, int b, int h, int kb, int T, int C,
+                                                 int NH) {
+    constexpr int HSP = 64, BK = AT_BCK, BQ = 64, TILE = BQ * HSP, NQ = BQ / 8, STAGE = 3 * TILE;
+    extern __shared__ __align__(1024) unsigned char coptc_smem[];
+    __half* sK = reinterpret_cast<__half*>(coptc_smem);
+    __half* sV = sK + BK * HSP;
+    __half* sQ = sV + BK * HSP;                               // [2 stages][Q, dO, out][BQ][HSP]
+    float* sL = reinterpret_cast<float*>(sQ + 2 * STAGE);     // lse * log2(e) of the tile's rows
+    float* sD = sL + BQ;                                      // rowsum(dO * out) of the tile's rows
+
+    const int hs = C / NH;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    const size_t rs = (size_t)3 * C;
+    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
+    const __half* gk = gq + C;
+    const __half* gv = gq + 2 * C;
+    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;
+    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;
+    const float* gl = lse + ((size_t)b * NH + h) * T;
+    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout);
+    const float scale = rsqrtf((float)hs);
+    const float sc = scale * LOG2E;
+    const int k0 = kb * BK;
+    const int kw = k0 + warp * 16;  // this warp's first key
+    const int first = k0 / BQ, nqt = (T + BQ - 1) / BQ;
+
+    auto load_tile = [&](int i) {  // Q, dO and out rows of query tile i into its stage
+        __half* st = sQ + (i & 1) * STAGE;
+        at_load<BQ, HSP>(st, gq, i * BQ, T, hs, rs, vec);
+        at_load<BQ, HSP>(st + TILE, gdo, i * BQ, T, hs, (size_t)C, vec);
+        at_load<BQ, HSP>(st + 2 * TILE, go, i * BQ, T, hs, (size_t)C, vec);
+    };
+    auto lse_row = [&](int i) { return tid < BQ && i * BQ + tid < T ? gl[i * BQ + tid] * LOG2E : 0.f; };
+    at_load<BK, HSP>(sK, gk, k0, T, hs, rs, vec);
+    at_load<BK, HSP>(sV, gv, k0, T, hs, rs, vec);
+    load_tile(first);
+    cp_async_commit();
+    float lse_next = lse_row(first);
+
+    float dv[8][4], dk[8][4];
+    unsigned pa[4][4], da[4][4];  // packed P^T and dS^T: the A operands of the dV and dK products in flight
+    at_zero<8>(dv);
+    at_zero<8>(dk);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) pa[kk][e] = da[kk][e] = 0u;
+    int i = first;
+    do {  // at least once: were there a way past the loop, zeros, not wgmma, would define dv and dk there (C7515)
+        const int q0 = i * BQ;
+        const __half* q_s = sQ + (i & 1) * STAGE;
+        const __half* o_s = q_s + TILE;
+        cp_async_wait<0>();
+        at_fence_async();
+        __syncthreads();  // tile i is in; tile i - 1's readers of sL and sD are done
+        if (tid < BQ) sL[tid] = lse_next;
+        at_tile_rowdot<BQ, HSP>(sD, o_s, q_s + 2 * TILE);
+        at_wg_wait();  // tile i - 1's dV and dK products are done with its stage
+        at_wg_pinned(dv, pa);
+        at_wg_pinned(dk, da);
+        __syncthreads();  // sL and sD written; no warp's product reads tile i - 1's stage any more
+        if (i + 1 < nqt) {
+            load_tile(i + 1);
+            cp_async_commit();
+            lse_next = lse_row(i + 1);
+        }
+        float st[NQ][4], dpt[NQ][4];
+        at_wg_nt<true>(st, sK, q_s, dpt, sV, o_s);  // S^T = K Q^T, dP^T = V dO^T
+        const bool need_mask = q0 < kw + 15 || q0 + BQ > T;
+#pragma unroll
+        for (int ni = 0; ni < NQ; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int ql = ni * 8 + t2 + (e & 1);  // query within the tile (column)
+                float p = exp2f(st[ni][e] * sc - sL[ql]);
+                if (need_mask) {
+                    const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
+                    if (key > q || q >= T) p = 0.f;
+                }
+                st[ni][e] = p;
+            }
+        at_pack_tile(pa, st);
+#pragma unroll
+        for (int ni = 0; ni < NQ; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const __half2 p2 = *reinterpret_cast<const __half2*>(&pa[ni >> 1][((ni & 1) << 1) | (e >> 1)]);
+                const float p = (e & 1) ? __high2float(p2) : __low2float(p2);
+                dpt[ni][e] = p * (dpt[ni][e] - sD[ni * 8 + t2 + (e & 1)]);
+            }
+        at_pack_tile(da, dpt);
+        at_wg_pv_async<true>(dv, pa, o_s, dk, da, q_s);  // dv += P^T dO, dk += dS^T Q
+    } while (++i < nqt);
+    at_wg_wait();
+    at_wg_pinned(dv, pa);
+    at_wg_pinned(dk, da);
+    const bool pair_ok = (hs % 2) == 0 && (C % 2) == 0 && (reinterpret_cast<size_t>(dqkv) & 3) == 0;
+    __half* gdk = dqkv + (size_t)b * T * rs + (size_t)h * hs + C;
+    at_store<HSP>(gdk, rs, dk, scale, kw, T, hs, pair_ok, lane);
+    at_store<HSP>(gdk + C, rs, dv, 1.f, kw, T, hs, pair_ok, lane);
 }
 
 // Query block: queries [q0, q0 + 64) of (b, h); writes dq of those queries.
@@ -241,26 +323,33 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
     const int last = min(q0 + BR, T) - 1;
     const int nkv = last / BC + 1;
 
-    for (int j = 0; j < nkv; ++j) {
+    unsigned da[4][4];  // WG: packed dS, the A operand of the dq product in flight
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) da[kk][e] = 0u;
+    int j = 0;
+    do {  // at least once (nkv >= 1), as attn_bwd_keys_wg's loop
         const __half* k_s = sK + (ST == 2 ? (j & 1) : 0) * BC * HSP;
         const __half* v_s = sV + (ST == 2 ? (j & 1) : 0) * BC * HSP;
-        if (ST == 2) {
-            if (j + 1 < nkv) {
-                at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
-                at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);
-            }
+        if (ST == 1 && j > 0) {
+            __syncthreads();  // the stage's readers are done
+            at_load<BC, HSP>(sK, gk, j * BC, T, hs, rs, vec);
+            at_load<BC, HSP>(sV, gv, j * BC, T, hs, rs, vec);
             cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            if (j > 0) {
-                at_load<BC, HSP>(sK, gk, j * BC, T, hs, rs, vec);
-                at_load<BC, HSP>(sV, gv, j * BC, T, hs, rs, vec);
-                cp_async_commit();
-            }
-            cp_async_wait<0>();
         }
-        if (WG) at_fence_async();
-        __syncthreads();
+        cp_async_wait<0>();
+        if constexpr (WG) {  // tile j - 1's dq product is done with its stage
+            at_wg_wait();
+            at_wg_pinned(dq, da);
+            at_fence_async();
+        }
+        __syncthreads();  // tile j is in; (ST 2) no warp reads tile j - 1's stage any more
+        if (ST == 2 && j + 1 < nkv) {
+            at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
+            at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);
+            cp_async_commit();
+        }
         if (!WG && Q_REGS && j == 0) {
             at_frag_a<HSP>(qf, sQ, warp * 16, lane);
             at_frag_a<HSP>(of, sO, warp * 16, lane);
@@ -301,14 +390,16 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
                     s[ni][e] = p * (dp[ni][e] - dr[r]);  // dS
                 }
             if constexpr (WG) {
-                unsigned da[4][4];
                 at_pack_tile(da, s);
-                at_wg_pv(dq, da, ks);
+                at_wg_pv_async<false>(dq, da, ks, dq, da, ks);
             } else {
                 at_mm_pv<HSP, SUB>(dq, s, ks, lane);
             }
         }
-        __syncthreads();  // the stage is loaded again
+    } while (++j < nkv);
+    if constexpr (WG) {
+        at_wg_wait();
+        at_wg_pinned(dq, da);
     }
     const bool pair_ok = (hs % 2) == 0 && (C % 2) == 0 && (reinterpret_cast<size_t>(dqkv) & 3) == 0;
     at_store<HSP>(dqkv + (size_t)b * T * rs + (size_t)h * hs, rs, dq, scale, qw, T, hs, pair_ok, lane);
@@ -319,9 +410,10 @@ __device__ __forceinline__ void attn_bwd_block(__half* dqkv, const __half* dout,
                                                const float* lse, int B, int T, int C, int NH) {
     const int x = blockIdx.x, b = blockIdx.z, h = blockIdx.y;
     const int nt = (T + AT_BR - 1) / AT_BR;  // = key blocks = query blocks (AT_BCK == AT_BR)
-    if ((x & 1) == 0)
-        attn_bwd_keys<HSP>(dqkv, dout, qkv, out, lse, b, h, x >> 1, T, C, NH);
-    else
+    if ((x & 1) == 0) {
+        if constexpr (AT_WGMMA && HSP == 64) attn_bwd_keys_wg(dqkv, dout, qkv, out, lse, b, h, x >> 1, T, C, NH);
+        else attn_bwd_keys<HSP>(dqkv, dout, qkv, out, lse, b, h, x >> 1, T, C, NH);
+    } else
         attn_bwd_queries<HSP>(dqkv, dout, qkv, out, lse, b, h, nt - 1 - (x >> 1), T, C, NH);
 }
 

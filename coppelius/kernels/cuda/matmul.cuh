@@ -83,6 +83,29 @@ __device__ __forceinline__ int mn_atom(int k, int c) {
     return (c >> 3) * (BK * 64) + k * 64 + (((c & 7) ^ (k & 7)) << 3);
 }
 
+// mm_load's element-wise path (a dimension or leading dimension not a multiple of 8, or a misaligned
+// operand), out of line: inlined, its bounds checks sat between the main loop's instructions, which then
+// missed the instruction cache (as attention.cuh's at_load_elementwise).
+template <int R, int BK, int NT, bool KMAJOR, bool ATOMS>
+__device__ __noinline__ void mm_load_elementwise(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax,
+                                                 int K, int ld) {
+    constexpr int CH = KMAJOR ? BK / 8 : R / 8;
+    constexpr int CHUNKS = (KMAJOR ? R : BK) * CH;
+    for (int id = threadIdx.x; id < CHUNKS; id += NT) {
+        const int row = id / CH, c = id % CH;
+        const int gr = KMAJOR ? r0 + row : r0 + c * 8, gk = KMAJOR ? k0 + c * 8 : k0 + row;
+        const size_t off = KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr;
+        __align__(16) __half v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const bool ok = KMAJOR ? (gr < Rmax && gk + e < K) : (gk < K && gr + e < Rmax);
+            v[e] = ok ? g[off + e] : __float2half_rn(0.f);
+        }
+        *reinterpret_cast<uint4*>(s + (!KMAJOR && ATOMS ? mn_atom<BK>(row, c) : swz<CH>(row, c))) =
+            *reinterpret_cast<uint4*>(v);
+    }
+}
+
 // Load one k-tile of an operand into shared memory.
 // KMAJOR: global [R rows][ld] with k along the row: tile [R][BK], chunk (r, c) = rows r, k c*8..
 // else:   global [K rows][ld] with r along the row: tile [BK][R], chunk (k, c) = k row, r c*8..
@@ -93,26 +116,19 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
     constexpr int CH = KMAJOR ? BK / 8 : R / 8;
     constexpr int CHUNKS = (KMAJOR ? R : BK) * CH;
     static_assert(CHUNKS % NT == 0, "tile chunks must divide among the threads");
+    if (!vec) {
+        mm_load_elementwise<R, BK, NT, KMAJOR, ATOMS>(s, g, r0, k0, Rmax, K, ld);
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < CHUNKS / NT; ++i) {
         const int id = threadIdx.x + i * NT;
         const int row = id / CH, c = id % CH;
         int gr, gk;  // the tile's row index (m or n) and k index of the chunk's first element
         if (KMAJOR) { gr = r0 + row; gk = k0 + c * 8; } else { gk = k0 + row; gr = r0 + c * 8; }
-        __half* dst = s + (!KMAJOR && ATOMS ? mn_atom<BK>(row, c) : swz<CH>(row, c));
-        const size_t off = KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr;
-        if (vec) {
-            const bool ok = gr < Rmax && gk < K;
-            cp_async16(dst, ok ? g + off : g, ok);
-        } else {
-            __align__(16) __half v[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const bool ok = KMAJOR ? (gr < Rmax && gk + e < K) : (gk < K && gr + e < Rmax);
-                v[e] = ok ? g[off + e] : __float2half_rn(0.f);
-            }
-            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4*>(v);
-        }
+        const bool ok = gr < Rmax && gk < K;
+        cp_async16(s + (!KMAJOR && ATOMS ? mn_atom<BK>(row, c) : swz<CH>(row, c)),
+                   ok ? g + (KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr) : g, ok);
     }
 }
 

@@ -36,25 +36,42 @@ void encoder_forward(half* out, const int32_t* tokens, const half* wte, const ha
     parallel_for((long)B * T, 16, forward_range, &job);
 }
 
+// The order of dwte's sums (formats/geometry.py: encoder_segments): up to SEGMENTED_VOCAB rows, a row's positions
+// fall in SEGMENTS segments of segment_length positions, each summed from +0 in position order, the segments'
+// sums then added in segment order; above it, one segment.
+#define SEGMENTS 8
+#define SEGMENTED_VOCAB 512
+
+static long segment_length(long N, int Vp) {
+    const long segments = Vp <= SEGMENTED_VOCAB ? SEGMENTS : 1, pack = 8;
+    return pack * ((N + pack * segments - 1) / (pack * segments));
+}
+
 typedef struct {
-    half* dwte; half* dwpe; const half* dout; const long* order; const long* first; int B, T, C;
+    half* dwte; half* dwpe; const half* dout; const long* order; const long* first; long length; int B, T, C;
 } backward_job;
 
 // items: rows v of dwte. Row v gets the sum of dout over the positions holding token v, in the
-// order of the positions (numpy's add.at order), added to dwte once and rounded once.
+// order above, added to dwte once and rounded once.
 static void dwte_range(void* context, long start, long end) {
     const backward_job* job = context;
     const int C = job->C;
-    float* sum = malloc((size_t)C * sizeof(float));
+    float* sum = malloc(2 * (size_t)C * sizeof(float));
     if (!sum) { fprintf(stderr, "cpu device: encoder_backward: out of memory\n"); exit(71); }
+    float* part = sum + C;  // the current segment's sum
     for (long v = start; v < end; v++) {
-        for (int c = 0; c < C; c++) sum[c] = 0.0f;
+        for (int c = 0; c < C; c++) sum[c] = part[c] = 0.0f;
+        long segment = -1;
         for (long i = job->first[v]; i < job->first[v + 1]; i++) {
+            if (job->order[i] / job->length != segment) {  // positions ascend: a new segment starts
+                for (int c = 0; c < C; c++) sum[c] += part[c], part[c] = 0.0f;
+                segment = job->order[i] / job->length;
+            }
             const half* d = job->dout + job->order[i] * C;
-            for (int c = 0; c < C; c++) sum[c] += half_to_float(d[c]);
+            for (int c = 0; c < C; c++) part[c] += half_to_float(d[c]);
         }
         half* row = job->dwte + v * C;
-        for (int c = 0; c < C; c++) row[c] = float_to_half(half_to_float(row[c]) + sum[c]);
+        for (int c = 0; c < C; c++) row[c] = float_to_half(half_to_float(row[c]) + (sum[c] + part[c]));
     }
     free(sum);
 }
@@ -85,7 +102,7 @@ void encoder_backward(half* dwte, half* dwpe, const half* dout, const int32_t* t
     for (int v = 0; v < Vp; v++) next[v] = first[v];
     for (long i = 0; i < N; i++) order[next[tokens[i]]++] = i;
     free(next);
-    backward_job job = {dwte, dwpe, dout, order, first, B, T, C};
+    backward_job job = {dwte, dwpe, dout, order, first, segment_length(N, Vp), B, T, C};
     parallel_for(Vp, 8, dwte_range, &job);
     parallel_for(T, 4, dwpe_range, &job);
     free(first);

@@ -9,6 +9,7 @@ to nearest even, as the GPU's __float2half_rn does).
 import numpy as np
 
 from ..formats import faults, tables
+from ..formats.geometry import encoder_segment_length, encoder_segments
 from ..formats.kernels import KERNELS, KERNEL_NAMES, PTR_KINDS, SCALAR_KINDS, extents, param_layout
 from ..kernels import reference as ref
 from .device import Device
@@ -25,9 +26,17 @@ def encoder_forward(out, tokens, wte, wpe, B, T, C, Vp):
 
 
 def encoder_backward(dwte, dwpe, dout, tokens, B, T, C, Vp):
-    add, dpos = ref.encoder_backward(f32(dout).reshape(B, T, C), tokens.reshape(B, T), Vp, T)
+    # in the devices' order (formats/geometry.py: encoder_segments): each segment's sum from +0 by np.add.at, in
+    # position order, then the segments' sums in segment order
+    segments = encoder_segments(Vp)
+    length = encoder_segment_length(B * T, segments)
+    add = np.zeros((Vp, C), np.float32)
+    for s in range(segments):
+        part, _ = ref.encoder_backward(f32(dout).reshape(B * T, 1, C)[s * length:(s + 1) * length],
+                                       tokens[s * length:(s + 1) * length], Vp, 1)
+        add += part
     dwte[:] = (f32(dwte) + add.ravel())
-    dwpe[:] = dpos.ravel()
+    dwpe[:] = f32(dout).reshape(B, T, C).sum(axis=0).ravel()  # over b in order, as the reference's dwpe
 
 
 def layernorm_forward(out, mean, rstd, inp, weight, bias, N, C):

@@ -187,7 +187,9 @@ def test_encoder_forward(card, rng, C):
     compare("encoder_forward", "out", got["out"], want["out"], ulps=0)  # exact: one fp32 add, one rounding
 
 
-@pytest.mark.parametrize("C, Vp, skew", [(200, 320, 0.0), (200, 320, 0.6), (13, 70, 0.3), (384, 256, 0.2)])
+# Vp up to 512 sums a row in 8 position segments (formats/geometry.py: encoder_segments), 600 in one
+@pytest.mark.parametrize("C, Vp, skew", [(200, 320, 0.0), (200, 320, 0.6), (13, 70, 0.3), (384, 256, 0.2),
+                                         (200, 600, 0.6), (13, 600, 0.3)])
 def test_encoder_backward(card, rng, C, Vp, skew):
     B, T = 4, 160
     tokens = rng.integers(0, Vp, B * T, dtype=np.int32)

@@ -10,6 +10,7 @@ from coppelius.config import target_profile
 from coppelius.errors import CoppeliusError
 from coppelius.formats import geometry
 from coppelius.formats import kernels as catalog
+from coppelius.host.build import HOST_DIR
 from coppelius.realize import nvrtc
 
 ARCHS = tuple(target_profile(name)["arch"] for name in ("rtx3090", "h200", "gb10"))  # sm_86, sm_90, sm_121
@@ -87,6 +88,11 @@ def test_geometry_constants_match_the_kernels():
     assert constant("encoder.cuh", "ROWS") == str(geometry.ENCODER_ROWS)
     assert constant("encoder.cuh", "CHUNK") == "32 * PACK" and geometry.ENCODER_CHUNK == 32 * geometry.PACK
     assert constant("encoder.cuh", "POSITIONS") == "WARPS" and geometry.ENCODER_POSITIONS == geometry.THREADS // 32
+    assert constant("encoder.cuh", "SEGMENTS") == "WARPS" and geometry.ENCODER_SEGMENTS == geometry.THREADS // 32
+    assert constant("encoder.cuh", "SEGMENTED_VOCAB") == str(geometry.ENCODER_SEGMENTED_VOCAB)
+    host = (HOST_DIR / "encoder.c").read_text()  # the cpu target's C kernel sums in the same order
+    assert re.search(r"#define SEGMENTS (\d+)", host).group(1) == str(geometry.ENCODER_SEGMENTS)
+    assert re.search(r"#define SEGMENTED_VOCAB (\d+)", host).group(1) == str(geometry.ENCODER_SEGMENTED_VOCAB)
     assert constant("layernorm.cuh", "ROWS") == "WARPS" and geometry.LAYERNORM_ROWS == geometry.THREADS // 32
     assert constant("layernorm.cuh", "COLUMNS") == "PACK" and geometry.LAYERNORM_COLUMNS == geometry.PACK
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)

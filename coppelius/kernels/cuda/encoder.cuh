@@ -52,13 +52,17 @@ extern "C" __global__ void __launch_bounds__(256)
 // card and 64 +0 adds a match: 1.2-1.3 ms on the H200 for small (B*T = 16384, C = 384) and gpt2-124m
 // (B*T = 32768, C = 768), against tens of microseconds for the bytes it must move. One row a warp
 // gives 8x the warps and 8x fewer adds, with deeper load batches (INFLIGHT 16).
-// The way further is to split a frequent row's positions over several warps (fixed segments,
-// their sums combined in warp order: not the cpu device's order), or, with scratch memory that the
-// catalog's ABI does not give this kernel, a counting sort of positions by token.
+// For a small vocabulary (at most SEGMENTED_VOCAB rows: the byte-level models) that chain is split: a
+// block owns one row, and its 8 warps sum 8 segments of the positions, combined in segment order
+// (segmented_row; the order is formats/geometry.py's encoder_segments, which the cpu device and the C
+// host follow too): small's 0.72 ms chain becomes an eighth. A large vocabulary keeps the scheme above
+// (splitting it would multiply the blocks that scan every token id); the way further there is, with
+// scratch memory that the catalog's ABI does not give this kernel, a counting sort of positions by token.
 //
 // Rows of dwpe: blocks with blockIdx.x >= ceil(Vp / ROWS), a warp per position t, a lane 8 channels.
 //
-// Geometry (formats/geometry.py): grid = (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), blocks of 256.
+// Geometry (formats/geometry.py): grid = (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), blocks of 256; with
+// Vp <= SEGMENTED_VOCAB, grid.x = Vp + ceil(T / 8) (a block a row).
 namespace cpl {
 namespace eb {
 constexpr int ROWS = 8;  // one vocabulary row a warp: many blocks, and no +0 adds (see above)
@@ -68,6 +72,8 @@ constexpr int WINDOW = THREADS * PACK;
 constexpr int CHUNKS = WINDOW / 32;  // 64: one bit each in a 64-bit mask
 constexpr int INFLIGHT = 16;  // dout rows a warp loads at once (with 64 rows a block, 8 spilled)
 constexpr int POSITIONS = WARPS;  // dwpe positions per block
+constexpr int SEGMENTS = WARPS;   // up to SEGMENTED_VOCAB rows: one row a block, a warp each segment of its positions
+constexpr int SEGMENTED_VOCAB = 512;
 }  // namespace eb
 
 // tokens[p .. p+8), -1 at or past n.
@@ -82,6 +88,78 @@ __device__ __forceinline__ void load_tokens(int (&t)[PACK], const int* tokens, i
 }
 }  // namespace cpl
 
+namespace cpl {
+// Row v of dwte on one block, for a small vocabulary: warp w sums the positions of segment w (the order of
+// formats/geometry.py's encoder_segments) holding token v, in position order, INFLIGHT dout rows loaded at once;
+// the warps' sums are then added in warp order, one thread a channel, and to the old row last.
+__device__ __forceinline__ void segmented_row(__half* dwte, const __half* dout, const int* tokens, int v, i64 N,
+                                              int C, int c, bool vec) {
+    using namespace eb;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const i64 length = (i64)PACK * ((N + PACK * SEGMENTS - 1) / (PACK * SEGMENTS));
+    const i64 begin = min(N, warp * length), end = min(N, begin + length);
+    float acc[PACK] = {};
+    int q_pos = 0, queued = 0;
+    bool touched = false;
+    auto flush = [&]() {
+        uint4 x[INFLIGHT];
+#pragma unroll
+        for (int q = 0; q < INFLIGHT; ++q) {
+            const i64 row = (i64)__shfl_sync(FULL, q_pos, q) * C;
+            if (q < queued) x[q] = load_raw(dout, row + c, row + C, vec);
+        }
+#pragma unroll
+        for (int q = 0; q < INFLIGHT; ++q) {
+            if (q >= queued) break;
+            const Pack f = unpack(x[q]);
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) acc[e] += f.v[e];
+        }
+        touched |= queued > 0;
+        queued = 0;
+    };
+    // a lane holds 8 consecutive positions; the next 256 load while these are matched
+    int next[PACK];
+    load_tokens(next, tokens, begin + lane * PACK, end);
+    for (i64 p0 = begin; p0 < end; p0 += 32 * PACK) {
+        unsigned bits = 0;  // bit k: position p0 + 8 lane + k holds v
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) bits |= next[k] == v ? 1u << k : 0u;
+        load_tokens(next, tokens, p0 + 32 * PACK + lane * PACK, end);
+        unsigned lanes = __ballot_sync(FULL, bits != 0);
+        while (lanes) {  // warp-uniform, in position order: lanes ascending, then k
+            const int l = __ffs(lanes) - 1;
+            lanes &= lanes - 1;
+            unsigned ks = __shfl_sync(FULL, bits, l);
+            while (ks) {
+                const int k = __ffs(ks) - 1;
+                ks &= ks - 1;
+                if (lane == queued) q_pos = (int)(p0 + l * PACK + k);
+                if (++queued == INFLIGHT) flush();
+            }
+        }
+    }
+    if (queued) flush();
+
+    __shared__ float sums[SEGMENTS][CHUNK];
+    __shared__ int hits[SEGMENTS];
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) sums[warp][lane * PACK + e] = acc[e];
+    if (lane == 0) hits[warp] = touched;
+    __syncthreads();
+    const int ch = (int)blockIdx.y * CHUNK + (int)threadIdx.x;  // one channel a thread
+    bool any = false;
+#pragma unroll
+    for (int w = 0; w < SEGMENTS; ++w) any |= hits[w] != 0;
+    if (!any || ch >= C) return;
+    float total = sums[0][threadIdx.x];
+#pragma unroll
+    for (int w = 1; w < SEGMENTS; ++w) total += sums[w][threadIdx.x];
+    const i64 at = (i64)v * C + ch;
+    dwte[at] = __float2half_rn(__half2float(dwte[at]) + total);
+}
+}  // namespace cpl
+
 extern "C" __global__ void __launch_bounds__(256, 2)
     encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* tokens, int B, int T, int C, int Vp) {
     using namespace cpl;
@@ -89,7 +167,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int c = blockIdx.y * CHUNK + lane * PACK;  // this lane's first channel
     const bool vec = C % PACK == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
-    const int groups = (Vp + ROWS - 1) / ROWS;
+    const bool segmented = Vp <= SEGMENTED_VOCAB;
+    const int groups = segmented ? Vp : (Vp + ROWS - 1) / ROWS;  // the blocks of dwte rows
     const i64 N = (i64)B * T;
 
     if ((int)blockIdx.x >= groups) {  // dwpe
@@ -118,6 +197,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         return;
     }
 
+    if (segmented) {
+        segmented_row(dwte, dout, tokens, (int)blockIdx.x, N, C, c, vec);
+        return;
+    }
     __shared__ int window[WINDOW];
     __shared__ unsigned char hit[WARPS];  // per warp's 256 positions: a bit per 32-token chunk
     const int g0 = blockIdx.x * ROWS;

@@ -236,11 +236,15 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         }
 #endif
         __syncthreads();
-        {
+        auto load_ahead = [&]() {
             const int nk = kt + AHEAD;
             if (nk < KT) load_stage(nk % STAGES, nk);
             cp_async_commit();
-        }
+        };
+        // matmul_forward's wgmma tiles load below, once the products are issued (measured on the H200: its
+        // tiles 4-5% faster, 8192^3 552 -> 576 TF/s; the transposed-operand kernels 1-3% slower that way)
+        constexpr bool LOAD_AFTER = WG && AK && BK_MAJOR;
+        if (!LOAD_AFTER) load_ahead();
         const __half* sA = sm + (kt % STAGES) * STAGE_ELEMS;
         const __half* sB = sA + A_ELEMS;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -264,6 +268,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
             wg_commit();
             wg_fence_acc(acc);
             wg_fence_acc(bias_acc);
+            // the stage AHEAD k-tiles on (last read by the products INFLIGHT + 1 back, which every warp has
+            // waited for before the barrier), loaded after this k-tile's products are issued: its address
+            // arithmetic stays off their path
+            if (LOAD_AFTER) load_ahead();
         }
 #endif
 #pragma unroll

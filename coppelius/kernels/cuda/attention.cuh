@@ -18,6 +18,9 @@
 //   query block (64 queries, a warp 16) walks the key tiles up to its diagonal, recomputes P and
 //               dP and accumulates dQ = dS K.
 //   Each element of dqkv is written once, by one thread, summed in a fixed order: deterministic.
+//   On sm_90a (HSP 64) the key block double-buffers its query tiles (attn_bwd_keys_wg: 64.5 KiB, the
+//   geometry's per-arch shared bytes) and both blocks leave their last product of a tile running into
+//   the next tile's loads and sums.
 #pragma once
 #include <cuda_fp16.h>
 

@@ -86,9 +86,18 @@ __device__ __forceinline__ void load_tokens(int (&t)[PACK], const int* tokens, i
 #pragma unroll
     for (int k = 0; k < PACK; ++k) t[k] = p + k < n ? tokens[p + k] : -1;
 }
-}  // namespace cpl
 
-namespace cpl {
+// The dout rows (channels c..c+8) of a warp's queued matches, all loads in flight before the first add: entry
+// q of the queue lives in lane q (q_pos, its position), queued entries in all.
+__device__ __forceinline__ void load_queued(uint4 (&x)[eb::INFLIGHT], const __half* dout, int q_pos, int queued,
+                                            int c, int C, bool vec) {
+#pragma unroll
+    for (int q = 0; q < eb::INFLIGHT; ++q) {
+        const i64 row = (i64)__shfl_sync(FULL, q_pos, q) * C;
+        if (q < queued) x[q] = load_raw(dout, row + c, row + C, vec);
+    }
+}
+
 // Row v of dwte on one block, for a small vocabulary: warp w sums the positions of segment w (the order of
 // formats/geometry.py's encoder_segments) holding token v, in position order, INFLIGHT dout rows loaded at once;
 // the warps' sums are then added in warp order, one thread a channel, and to the old row last.
@@ -103,11 +112,7 @@ __device__ __forceinline__ void segmented_row(__half* dwte, const __half* dout, 
     bool touched = false;
     auto flush = [&]() {
         uint4 x[INFLIGHT];
-#pragma unroll
-        for (int q = 0; q < INFLIGHT; ++q) {
-            const i64 row = (i64)__shfl_sync(FULL, q_pos, q) * C;
-            if (q < queued) x[q] = load_raw(dout, row + c, row + C, vec);
-        }
+        load_queued(x, dout, q_pos, queued, c, C, vec);
 #pragma unroll
         for (int q = 0; q < INFLIGHT; ++q) {
             if (q >= queued) break;
@@ -213,11 +218,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     int q_pos = 0, q_k = 0, queued = 0;
     auto flush = [&]() {
         uint4 x[INFLIGHT];
-#pragma unroll
-        for (int q = 0; q < INFLIGHT; ++q) {
-            const i64 row = (i64)__shfl_sync(FULL, q_pos, q) * C;
-            if (q < queued) x[q] = load_raw(dout, row + c, row + C, vec);
-        }
+        load_queued(x, dout, q_pos, queued, c, C, vec);
 #pragma unroll
         for (int q = 0; q < INFLIGHT; ++q) {
             const int kq = __shfl_sync(FULL, q_k, q);

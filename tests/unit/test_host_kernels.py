@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from coppelius.formats.elf import host_machine
+from coppelius.formats.geometry import encoder_segment_length, encoder_segments
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, param_layout
 from coppelius.runtime import cpu
@@ -284,3 +285,52 @@ def test_floats_round_to_the_nearest_even_half(driver, tmp_path):
     nan = np.isnan(expected)
     assert np.array_equal(np.isnan(got), nan)
     assert got[~nan].tobytes() == expected[~nan].tobytes()
+
+
+@pytest.mark.parametrize("Vp", [40, 600])  # 8 position segments (up to 512 rows), and one
+def test_encoder_backward_sums_in_the_devices_segment_order(driver, tmp_path, Vp):
+    """dwte's order (formats/geometry.py: encoder_segments), written out here loop by loop: each segment's
+    matches summed from +0 in position order, the segments' sums added in order, then the old row; the C
+    kernel and the cpu device must both give exactly these bits."""
+    rng = np.random.default_rng(Vp)
+    b, t, c = 4, 70, 24
+    n = b * t
+    tokens = rng.integers(0, 6, n).astype(np.int32)
+    tokens[rng.random(n) < 0.5] = 3  # a frequent token: its sum crosses every segment
+    # small dout values, and in each channel of the frequent token's rows ten pairs of +16000 and -16000: its
+    # exact sum stays small, while fp32 loses small values beside a running 16000 in one grouping and not in
+    # another, so that the written-out order is told apart from plain position order (checked below)
+    dout = rng.random((n, c)) * 0.01
+    for channel in range(c):
+        pairs = rng.permutation(np.flatnonzero(tokens == 3))[:20].reshape(10, 2)
+        dout[pairs[:, 0], channel], dout[pairs[:, 1], channel] = 16000.0, -16000.0
+    arrays = {"dwte": _half(rng, Vp, c, scale=0.01), "dwpe": _half(rng, t, c), "dout": dout.astype(np.float16).ravel(),
+              "tokens": tokens}
+    scalars = {"B": b, "T": t, "C": c, "Vp": Vp}
+    segments = encoder_segments(Vp)
+    length = encoder_segment_length(n, segments)
+    assert segments == (8 if Vp <= 512 else 1) and segments * length >= n
+    rows = arrays["dout"].astype(np.float32).reshape(n, c)
+    want = arrays["dwte"].astype(np.float32).reshape(Vp, c).copy()
+    for v in range(6):
+        total = np.zeros(c, np.float32)
+        for s in range(segments):
+            part = np.zeros(c, np.float32)
+            for p in range(s * length, min(n, (s + 1) * length)):
+                if tokens[p] == v:
+                    part += rows[p]
+            total += part
+        want[v] += total
+    want = want.astype(np.float16).ravel()
+    plain = np.zeros((Vp, c), np.float32)
+    np.add.at(plain, tokens, rows)  # one sum a row from +0 in position order, then the old row
+    plain += arrays["dwte"].astype(np.float32).reshape(Vp, c)
+    order_matters = int((plain.astype(np.float16).ravel() != want).sum())
+    print(f"Vp={Vp}: {order_matters} values would differ in plain position order")
+    assert (order_matters > 0) == (segments > 1)
+    numpy_device = {name: array.copy() for name, array in arrays.items()}
+    cpu.encoder_backward(**numpy_device, **scalars)
+    c_kernel = _run_driver(driver, tmp_path, "encoder_backward", arrays, scalars, runs=1, threads=2)[0]
+    for got in (numpy_device["dwte"], c_kernel["dwte"]):
+        print(f"Vp={Vp}: {int((got != want).sum())} of {want.size} dwte values differ from the written-out order")
+        assert got.tobytes() == want.tobytes()

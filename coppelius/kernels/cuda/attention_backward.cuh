@@ -154,7 +154,8 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
 // (Q, dO, out: one stage of three tiles) are double-buffered: tile i + 1 loads while tile i multiplies,
 // and tile i's dV and dK products run on while tile i + 1's D is summed. S^T with dP^T, and dV with dK,
 // are one commit group each; dS^T = P^T (dP^T - D) is formed from the packed fp16 P^T (fewer registers
-// live than P^T and dP^T in fp32 beside dV and dK). Sums in the same order as attn_bwd_keys'.
+// live than P^T and dP^T in fp32 beside dV and dK). dk and dv sum the query tiles in order, each element
+// in one thread: deterministic.
 __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, const __half* __restrict__ dout,
                                                  const __half* __restrict__ qkv, const __half* __restrict__ outp,
                                                  const float* __restrict__ lse, int b, int h, int kb, int T, int C,

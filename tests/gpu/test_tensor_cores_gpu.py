@@ -376,45 +376,59 @@ def test_attention_models(gpu, rng, B, T, C, NH):
 
 # ------------------------------------------------------------------------------------ timings
 
-def _time_matmul(g, rng, N, C, OC, label):
+MODEL_MATMULS = {"gpt2 qkv": (32768, 768, 2304), "gpt2 attn proj": (32768, 768, 768), "gpt2 fc": (32768, 768, 3072),
+                 "gpt2 fc proj": (32768, 3072, 768), "gpt2 lm head": (32768, 768, 50304),
+                 "small qkv": (16384, 384, 1152), "small attn proj": (16384, 384, 384), "small fc": (16384, 384, 1536),
+                 "small fc proj": (16384, 1536, 384), "tiny qkv": (512, 64, 192)}  # (N, C, OC) of each model's
+MODEL_ATTENTION = {"gpt2 attention": (32, 1024, 768, 12), "small attention": (64, 256, 384, 6),
+                   "tiny attention": (8, 64, 64, 4)}  # (B, T, C, NH)
+
+
+def matmul_flops(N, C, OC) -> float:
+    return 2.0 * N * C * OC
+
+
+def attention_flops(B, T, C, NH) -> float:
+    """Causal forward: half the score matrix, QK^T and PV (the backward is counted as 2.5x this, FA's convention)."""
+    return 4.0 * B * NH * T * T * (C // NH) / 2
+
+
+def time_matmul(g, rng, N, C, OC) -> dict:
+    """Milliseconds of matmul_forward (with bias), matmul_backward_input and matmul_backward_weight (with dbias)."""
     p_inp, p_w, p_b = g.put(h16_timing(rng, N, C)), g.put(h16_timing(rng, OC, C, scale=0.05)), g.put(h16_timing(rng, OC))
     p_dout = g.put(h16_timing(rng, N, OC, scale=0.05))
     p_out, p_dinp, p_dw, p_db = g.alloc(N * OC * 2), g.alloc(N * C * 2), g.alloc(OC * C * 2), g.alloc(OC * 2)
     sc = {"N": N, "C": C, "OC": OC}
-    flop = 2.0 * N * C * OC
-    t_f = g.timer(g.prepare("matmul_forward", {"out": p_out, "inp": p_inp, "weight": p_w, "bias": p_b, **sc}))
-    t_i = g.timer(g.prepare("matmul_backward_input", {"dinp": p_dinp, "dout": p_dout, "weight": p_w, **sc}))
-    t_w = g.timer(g.prepare("matmul_backward_weight", {"dweight": p_dw, "dbias": p_db, "dout": p_dout,
-                                                       "inp": p_inp, **sc, "accumulate": 0}))
-    print(f"  {label:<26} N={N:>6} C={C:>5} OC={OC:>6}   fwd {t_f:8.3f} ms {flop / t_f / 1e9:6.1f} TF/s"
-          f"   bwd_in {t_i:8.3f} ms {flop / t_i / 1e9:6.1f}   bwd_w {t_w:8.3f} ms {flop / t_w / 1e9:6.1f}")
+    ms = {"fwd": g.timer(g.prepare("matmul_forward", {"out": p_out, "inp": p_inp, "weight": p_w, "bias": p_b, **sc})),
+          "bwd_in": g.timer(g.prepare("matmul_backward_input", {"dinp": p_dinp, "dout": p_dout, "weight": p_w, **sc})),
+          "bwd_w": g.timer(g.prepare("matmul_backward_weight", {"dweight": p_dw, "dbias": p_db, "dout": p_dout,
+                                                                "inp": p_inp, **sc, "accumulate": 0}))}
     g.free_all()
+    return ms
 
 
-def _time_attention(g, rng, B, T, C, NH, label):
+def time_attention(g, rng, B, T, C, NH) -> dict:
+    """Milliseconds of attention_forward and attention_backward."""
     p_qkv, p_dout = g.put(h16_timing(rng, B, T, 3 * C)), g.put(h16_timing(rng, B, T, C))
     p_out, p_lse, p_dqkv = g.alloc(B * T * C * 2), g.alloc(B * NH * T * 4), g.alloc(B * T * 3 * C * 2)
     sc = {"B": B, "T": T, "C": C, "NH": NH}
-    hs = C // NH
-    flop = 4.0 * B * NH * T * T * hs / 2  # causal: half the score matrix, QK^T and PV
-    t_f = g.timer(g.prepare("attention_forward", {"out": p_out, "lse": p_lse, "qkv": p_qkv, **sc}))
-    t_b = g.timer(g.prepare("attention_backward", {"dqkv": p_dqkv, "dout": p_dout, "qkv": p_qkv,
-                                                   "out": p_out, "lse": p_lse, **sc}))
-    print(f"  {label:<26} B={B} T={T} C={C} NH={NH}   fwd {t_f:8.3f} ms {flop / t_f / 1e9:6.1f} TF/s"
-          f"   bwd {t_b:8.3f} ms {2.5 * flop / t_b / 1e9:6.1f} TF/s (FA convention, 2.5x fwd)")
+    ms = {"fwd": g.timer(g.prepare("attention_forward", {"out": p_out, "lse": p_lse, "qkv": p_qkv, **sc})),
+          "bwd": g.timer(g.prepare("attention_backward", {"dqkv": p_dqkv, "dout": p_dout, "qkv": p_qkv,
+                                                          "out": p_out, "lse": p_lse, **sc}))}
     g.free_all()
+    return ms
 
 
 def test_timings(gpu, rng):
-    """Not an assertion: TFLOP/s (median of 10, CUDA events) at the big and the models' shapes."""
+    """Not an assertion: TFLOP/s (CUDA events, the mean of 20 calls) at the big and the models' shapes
+    (bench/kernel_ab.py puts PyTorch's kernels beside them)."""
     print()
-    _time_matmul(gpu, rng, 8192, 8192, 8192, "8192^3")
-    for label, (N, C, OC) in {"gpt2 qkv": (32768, 768, 2304), "gpt2 attn proj": (32768, 768, 768),
-                              "gpt2 fc": (32768, 768, 3072), "gpt2 fc proj": (32768, 3072, 768),
-                              "gpt2 lm head": (32768, 768, 50304), "small qkv": (16384, 384, 1152),
-                              "small attn proj": (16384, 384, 384), "small fc proj": (16384, 1536, 384),
-                              "tiny qkv": (512, 64, 192)}.items():
-        _time_matmul(gpu, rng, N, C, OC, label)
-    _time_attention(gpu, rng, 32, 1024, 768, 12, "gpt2 attention")
-    _time_attention(gpu, rng, 64, 256, 384, 6, "small attention")
-    _time_attention(gpu, rng, 8, 64, 64, 4, "tiny attention")
+    for label, (N, C, OC) in {"8192^3": (8192, 8192, 8192), **MODEL_MATMULS}.items():
+        ms, flop = time_matmul(gpu, rng, N, C, OC), matmul_flops(N, C, OC)
+        print(f"  {label:<26} N={N:>6} C={C:>5} OC={OC:>6}"
+              f"   fwd {ms['fwd']:8.3f} ms {flop / ms['fwd'] / 1e9:6.1f} TF/s   bwd_in {ms['bwd_in']:8.3f} ms {flop / ms['bwd_in'] / 1e9:6.1f}"
+              f"   bwd_w {ms['bwd_w']:8.3f} ms {flop / ms['bwd_w'] / 1e9:6.1f}")
+    for label, (B, T, C, NH) in MODEL_ATTENTION.items():
+        ms, flop = time_attention(gpu, rng, B, T, C, NH), attention_flops(B, T, C, NH)
+        print(f"  {label:<26} B={B} T={T} C={C} NH={NH}   fwd {ms['fwd']:8.3f} ms {flop / ms['fwd'] / 1e9:6.1f} TF/s"
+              f"   bwd {ms['bwd']:8.3f} ms {2.5 * flop / ms['bwd'] / 1e9:6.1f} TF/s (FA convention, 2.5x fwd)")

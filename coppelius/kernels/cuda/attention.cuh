@@ -260,12 +260,12 @@ __device__ __forceinline__ void at_store(__half* g, size_t rs, const float (*acc
     }
 }
 
-template <int N>
-__device__ __forceinline__ void at_zero(float (*a)[4]) {
+template <int N, typename X>  // accumulators (float) or packed fp16 fragments (unsigned)
+__device__ __forceinline__ void at_zero(X (*a)[4]) {
 #pragma unroll
     for (int i = 0; i < N; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) a[i][e] = 0.f;
+        for (int e = 0; e < 4; ++e) a[i][e] = X(0);
 }
 
 // sum_d a[d] * b[d] over d in [d0, d1) (fp16 in, fp32 sum in d order)

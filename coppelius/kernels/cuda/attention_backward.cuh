@@ -202,10 +202,8 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
     unsigned pa[4][4], da[4][4];  // packed P^T and dS^T: the A operands of the dV and dK products in flight
     at_zero<8>(dv);
     at_zero<8>(dk);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) pa[kk][e] = da[kk][e] = 0u;
+    at_zero<4>(pa);
+    at_zero<4>(da);
     int i = first;
     do {  // at least once: were there a way past the loop, zeros, not wgmma, would define dv and dk there (C7515)
         const int q0 = i * BQ;
@@ -325,10 +323,7 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
     const int nkv = last / BC + 1;
 
     unsigned da[4][4];  // WG: packed dS, the A operand of the dq product in flight
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) da[kk][e] = 0u;
+    at_zero<4>(da);
     int j = 0;
     do {  // at least once (nkv >= 1), as attn_bwd_keys_wg's loop
         const __half* k_s = sK + (ST == 2 ? (j & 1) : 0) * BC * HSP;

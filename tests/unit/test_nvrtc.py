@@ -32,7 +32,8 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
         assert info[name]["registers"] > 0, name
         assert info[name]["shared_bytes"] <= 48 * 1024, name
         wide = arch in geometry.WIDE_TILE_ARCHS and name.startswith("matmul_")
-        assert info[name]["max_threads"] in ((512,) if wide else (0, 128, 256)), name
+        threads = (512 if name == "matmul_backward_weight" else geometry.HOPPER_THREADS) if wide else None
+        assert info[name]["max_threads"] in ((threads,) if wide else (0, 128, 256)), name
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
 
@@ -100,6 +101,9 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
     assert constant("matmul.cuh", "MM_WIDE_BK") == str(geometry.MATMUL_WIDE_BK)
     assert constant("matmul.cuh", "MM_SPLITS") == str(geometry.MATMUL_SPLITS)
+    assert constant("matmul_hopper.cuh", "MM_HOP_THREADS") == str(geometry.HOPPER_THREADS)
+    assert constant("matmul_hopper.cuh", "MM_HOP_STAGES") == str(geometry.HOPPER_STAGES)
+    assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
 
 
 def test_weight_gradients_split_k_over_whole_clusters():
@@ -122,27 +126,33 @@ def test_weight_gradients_split_k_over_whole_clusters():
 
 def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them():
     tc = geometry.tensor_core_geometry
-    wide_shared = geometry.WIDE_SHARED
+    wide_shared, hopper_shared = geometry.WIDE_SHARED, geometry.HOPPER_SHARED
     assert wide_shared == 4 * (256 + 128) * geometry.MATMUL_WIDE_BK * 2 + 1024 == 193 * 1024
-    # gpt2's fc forward (32768 x 3072): 128 x 24 tiles of 256x128 on sm_90, 128x128 elsewhere
-    assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([128 * 24, 1, 1], [512, 1, 1],
-                                                                                 wide_shared)
+    # the persistent blocks: 3 stages of 48 KiB, 2 x 64 staging rows of 288 fp16, 6 mbarriers; within the H200's 227 KiB
+    assert hopper_shared == 3 * 48 * 1024 + 2 * 64 * 288 * 2 + 6 * 8 <= 227 * 1024
+    # gpt2's fc forward (32768 x 3072): 256 x 12 tiles of 128x256, walked by one persistent block an SM on sm_90,
+    # 128x128 tiles elsewhere
+    assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([geometry.WIDE_TILES, 1, 1],
+                                                                                 [384, 1, 1], hopper_shared)
     assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_86") == ([256 * 24, 1, 1], [256, 1, 1], 49152)
-    # its input gradient through the fc proj (32768 x 768 out, K = 3072): 128 x 6 wide tiles
-    assert tc("matmul_backward_input", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([128 * 6, 1, 1],
-                                                                                       [512, 1, 1], wide_shared)
-    # fewer than a wave of wide tiles (131 of them): the other rules
-    assert tc("matmul_forward", {"N": 256 * 131, "C": 64, "OC": 128}, "sm_90")[1] == [128, 1, 1]  # 262 < 264
-    assert tc("matmul_forward", {"N": 256 * 132, "C": 64, "OC": 128}, "sm_90")[1] == [512, 1, 1]
-    # on sm_90 weight gradients take wide tiles too, split to two waves: gpt2's qkv 9 x 6 tiles, 8 ways;
-    # its fc 12 x 6, 4 ways; its lm head 197 x 6, not split
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_90") == ([432, 1, 1], [512, 1, 1],
+    # its input gradient through the fc proj (32768 x 768 out, K = 3072): 256 x 3 tiles
+    assert tc("matmul_backward_input", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([132, 1, 1], [384, 1, 1],
+                                                                                       hopper_shared)
+    # fewer than a wave of 128x256 tiles (131 of them): the other rules
+    assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_90")[1] == [128, 1, 1]  # 262 < 264
+    assert tc("matmul_forward", {"N": 128 * 132, "C": 64, "OC": 256}, "sm_90")[1] == [384, 1, 1]
+    # on sm_90 weight gradients take the 256x128 tiles, split S ways for the fewest waves of 15 clusters of 8:
+    # gpt2's qkv 9 x 6 tiles 2 ways (14 clusters, one wave), its fc 12 x 6 8 ways (72 clusters, 5 waves of K / 8),
+    # its attn proj 3 x 6 4 ways (9 clusters), its lm head 197 x 6 not split
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_90") == ([112, 1, 1], [512, 1, 1],
                                                                                         wide_shared)
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}, "sm_90")[0] == [288, 1, 1]
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}, "sm_90")[0] == [576, 1, 1]
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}, "sm_90")[0] == [72, 1, 1]
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}, "sm_90")[0] == [1184, 1, 1]
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_121")[1] == [256, 1, 1]
-    # the tiny model's (K = 512, one wide tile split 8 ways: 64 of K a block): 2 tiles of 128x128 split 8 ways on sm_90,
-    # 3 of 64x64 elsewhere
+    # a split needs K / S >= WIDE_MIN_K: at K = 2048 the qkv splits 2 ways at most
+    assert geometry.wide_split_count(54, 2048) == 2 and geometry.wide_split_count(72, 2048) == 1
+    # the tiny model's (K = 512, below WIDE_MIN_K): 2 tiles of 128x128 split 8 ways on sm_90, 3 of 64x64 elsewhere
     assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_90") == ([16, 1, 1], [256, 1, 1], 49152)
     assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_86") == ([24, 1, 1], [128, 1, 1], 32768)
 

@@ -405,16 +405,28 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     }
 }
 
-// The tile shapes; blockDim.x (planned by formats/geometry.py) says which (512 threads: sm_90a only).
+}  // namespace coptc
+#include "matmul_hopper.cuh"
+namespace coptc {
+
+// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. sm_90a: the input gradient and the
+// forward take matmul_hopper.cuh's persistent warp-specialized tiles (384 threads), the weight gradient the 256x128 tiles (512).
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
                                             bool vec, int splits) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (blockDim.x == 512) {
-        mm_tile<256, 128, 4, 4, MM_WIDE_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate,
-                                                             vec, splits);
-        return;
+    if constexpr (AK) {
+        if (blockDim.x == MM_HOP_THREADS) {
+            mm_hopper<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb, vec);
+            return;
+        }
+    } else {
+        if (blockDim.x == 512) {
+            mm_tile<256, 128, 4, 4, MM_WIDE_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb,
+                                                                 accumulate, vec, splits);
+            return;
+        }
     }
 #endif
     if (blockDim.x == 256)
@@ -427,23 +439,25 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
 
 }  // namespace coptc
 
-// The three take the 256x128 tiles on sm_90a: up to 512 threads a block, as many registers a thread (128) as
-// two blocks of 256 threads.
+// sm_90a: the weight gradient's 256x128 tiles take 512 threads a block with 128 registers a thread (as many as two
+// blocks of 256 threads); matmul_hopper.cuh's 384 threads with 168 (a consumer's 64x256 fp32 accumulators).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define COPPELIUS_MM_WIDE_BOUNDS __launch_bounds__(512, 1)
+#define COPPELIUS_MM_HOPPER_BOUNDS __launch_bounds__(coptc::MM_HOP_THREADS, 1)
 #else
 #define COPPELIUS_MM_WIDE_BOUNDS __launch_bounds__(256, 2)
+#define COPPELIUS_MM_HOPPER_BOUNDS __launch_bounds__(256, 2)
 #endif
 
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
-extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS
+extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
-extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS
+extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);

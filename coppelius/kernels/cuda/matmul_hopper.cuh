@@ -1,0 +1,255 @@
+// Coppelius matmuls on sm_90a: a persistent, warp-specialized tile loop (matmul.cuh includes this file and
+// dispatches to it for blocks of MM_HOP_THREADS threads; its mm_load, mm_tile_of and mm_store_pair are this
+// file's too).
+//
+// Why: the 256x128 tiles of matmul.cuh have every thread load, wait and meet at a barrier each k-tile, a tile's
+// prologue (its first loads) leaves the tensor cores idle, and four 64x128 products a k-step read the B tile
+// from shared memory four times; at K = 768 (gpt2's forward) they ran 30-40% behind cuBLAS (bench/kernel_ab.py,
+// H200, 2026-12-01). Here a block of three warpgroups stays resident on its SM and walks the output tiles
+// blockIdx.x, + gridDim.x, ...:
+//   warpgroup 0, the producer, loads the k-tiles of every tile of the block in order into a ring of
+//     MM_HOP_STAGES shared stages (cp.async, in matmul.cuh's layouts), waiting on a stage's `empty` barrier
+//     before it refills it and arriving on its `full` barrier once its copies have landed; so the next tile's
+//     first k-tiles load while this one's last are multiplied and its results stored;
+//   warpgroups 1 and 2, the consumers, multiply each 128x256 tile together, 64 rows each on m64n256k16 (the
+//     widest wgmma: its A is read once for 256 columns), waiting on `full` and releasing a stage on `empty`
+//     once the products that read it are done (their sums start from the bias); then round their rows into shared
+//     staging rows, which
+//     the TMA unit copies out (cp.async.bulk) while the next tile's products run.
+// Every output element is one thread's fp32 accumulator summed in k order, k-tile by k-tile, stored once:
+// deterministic, independent of timing.
+#pragma once
+#include <cuda_fp16.h>
+
+#include "tensor_core.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace coptc {
+
+constexpr int MM_HOP_THREADS = 384;  // a producer and two consumer warpgroups (formats/geometry.py: HOPPER_THREADS)
+constexpr int MM_HOP_STAGES = 3;     // shared stages of 128x64 + 256x64 fp16 (48 KiB each) (HOPPER_STAGES)
+constexpr int MM_HOP_OUT_LD = 288;   // halves a row of a consumer's 64x256 output staging (+64 bytes: no bank conflicts)
+
+// mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_u32(bar))
+                 : "memory");
+}
+// Returns once the phase of this parity has completed (a fresh barrier's "previous" phase, parity 1, has).
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nWAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+        "r"(parity)
+        : "memory");
+}
+// The executing thread's cp.async copies issued so far arrive on the barrier once they have landed (no count added).
+__device__ __forceinline__ void mbar_arrive_cp_async(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// The producer's copy of one operand's k-tile (mm_load's tiles and layouts): each of its 128 threads walks one
+// column of 16-byte chunks with one pointer, so its registers stay few (mm_load's unrolled addresses, hoisted out
+// of the k loop, had the producer spill).
+template <int R, int BK, bool KMAJOR>
+__device__ __forceinline__ void hop_load(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax, int K,
+                                         int ld, bool vec) {
+    constexpr int CH = KMAJOR ? BK / 8 : R / 8;  // chunks a shared row
+    constexpr int ROWS = KMAJOR ? R : BK;        // shared rows
+    constexpr int STEP = 128 / CH;               // shared rows a pass of the producer's threads covers
+    static_assert(128 % CH == 0 && ROWS % STEP == 0, "the producer's chunks tile the stage");
+    if (!vec) {
+        mm_load_elementwise<R, BK, 128, KMAJOR, true>(s, g, r0, k0, Rmax, K, ld);
+        return;
+    }
+    const int tid = threadIdx.x, row0 = tid / CH, c = tid % CH;
+    const int gr = KMAJOR ? r0 + row0 : r0 + c * 8, gk = KMAJOR ? k0 + c * 8 : k0 + row0;
+    const __half* p = g + (KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr);
+    const size_t step = (size_t)STEP * ld;
+#pragma unroll 4
+    for (int i = 0; i < ROWS / STEP; ++i, p += step) {
+        const int row = row0 + i * STEP;
+        const bool ok = KMAJOR ? gr + i * STEP < Rmax && gk < K : gr < Rmax && gk + i * STEP < K;
+        cp_async16(s + (KMAJOR ? swz<CH>(row, c) : mn_atom<BK>(row, c)), ok ? p : g, ok);
+    }
+}
+
+// Asynchronous bulk copies from shared to global memory (the TMA unit, no tensor map: contiguous bytes, 16-byte
+// aligned, a multiple of 16), in bulk groups of the issuing thread.
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// A named barrier of the 128 threads of consumer c (ids 1, 2; 0 is __syncthreads).
+__device__ __forceinline__ void consumer_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
+
+// A consumer's results rounded to fp16: the thread's rows `row` and row + 8 (of its warp's 16), the
+// 8F columns from n0 (global). STAGED: written to the consumer's staging rows (dst, ld: row `row` local) for its
+// bulk copies; else stored to out (dst = out, ld = Nn, row global). When 16-byte stores are possible (vec_out), the
+// four lanes of a quad (one row, a pair of each fragment's 8 columns each) trade their pairs in two rounds of
+// shuffles, a 4x4 transpose, so that lane q holds fragment 4j + q's 8 columns: a warp's store then writes 8 rows
+// of 64 contiguous bytes where the pairs wrote 16. The same roundings either way.
+template <bool STAGED, int F>
+__device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc)[F][4], int row, int n0, int M, int Nn,
+                                          bool vec_out, bool pair_ok) {
+    const int q = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < F / 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int r = row + e * 8;
+            if (!STAGED && !vec_out) {
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    const int col = n0 + (4 * j + t) * 8 + 2 * q;
+                    if (r < M)
+                        mm_store_pair(dst + (size_t)r * ld + col, col, Nn, acc[4 * j + t][2 * e],
+                                      acc[4 * j + t][2 * e + 1], false, pair_ok);
+                }
+                continue;
+            }
+            unsigned v[4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+                v[t] = pack_half2(acc[4 * j + t][2 * e], acc[4 * j + t][2 * e + 1]);
+#pragma unroll
+            for (int m = 2; m >= 1; m >>= 1)
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    if (t & m) continue;
+                    const unsigned y = __shfl_xor_sync(0xffffffffu, (q & m) ? v[t] : v[t ^ m], m);
+                    if (q & m) v[t] = y; else v[t ^ m] = y;
+                }
+            const int col = 32 * j + 8 * q;  // within the tile
+            if (STAGED)
+                *reinterpret_cast<uint4*>(dst + r * ld + col) = make_uint4(v[0], v[1], v[2], v[3]);
+            else if (r < M && n0 + col < Nn)
+                *reinterpret_cast<uint4*>(dst + (size_t)r * ld + n0 + col) = make_uint4(v[0], v[1], v[2], v[3]);
+        }
+    }
+}
+
+// out[M,Nn] = A B (+ bias[n]); operand layouts as mm_tile's (AK: A stored [M][K], BK_MAJOR: B stored [Nn][K]).
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half* __restrict__ A,
+                                          const __half* __restrict__ B, const __half* __restrict__ bias, int M,
+                                          int Nn, int K, int lda, int ldb, bool vec) {
+    constexpr int BM = 128, BN = 256, BK = 64, STAGES = MM_HOP_STAGES;
+    constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
+    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
+    __half* sm = reinterpret_cast<__half*>(coptc_mm_smem);
+    __half* staging = sm + STAGES * STAGE_ELEMS;  // two consumers' 64 rows of MM_HOP_OUT_LD halves
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(staging + 2 * 64 * MM_HOP_OUT_LD);
+    unsigned long long* empty = full + STAGES;
+
+    if (M <= 0 || Nn <= 0) return;
+    const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
+    const int KT = (K + BK - 1) / BK;
+    const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 128);  // every producer thread, once its copies of the stage have landed
+            mbar_init(&empty[s], 8);   // the eight consumer warps, once their products have read it
+        }
+    }
+    __syncthreads();
+    if (slots == 0 || KT == 0) return;
+
+    if (wg == 0) {  // the producer: stage g of the block's sequence is k-tile g % KT of slot g / KT
+        int g = 0;
+        for (int s = 0; s < slots; ++s) {
+            int tm, tn;
+            mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+            for (int kt = 0; kt < KT; ++kt, ++g) {
+                const int st = g % STAGES;
+                mbar_wait(&empty[st], ((g / STAGES) & 1) ^ 1);
+                __half* sA = sm + st * STAGE_ELEMS;
+                hop_load<BM, BK, AK>(sA, A, tm * BM, kt * BK, M, K, lda, vec);
+                hop_load<BN, BK, BK_MAJOR>(sA + A_ELEMS, B, tn * BN, kt * BK, Nn, K, ldb, vec);
+                mbar_arrive_cp_async(&full[st]);  // once this thread's copies so far have landed
+            }
+        }
+        return;
+    }
+
+    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+    const bool vec_out = (Nn & 7) == 0 && aligned16(out);
+    int g = 0;
+    for (int s = 0; s < slots; ++s) {
+        int tm, tn;
+        mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+        // the sums start from bias[n] (else 0): loaded here, into the accumulators, it takes no registers of its own
+        // (added after the products, its 64 loads a thread had the epilogue spill)
+        float acc[32][4];
+#pragma unroll
+        for (int f = 0; f < 32; ++f) {
+            const int col = tn * BN + f * 8 + (lane & 3) * 2;
+            const float b0 = bias != nullptr && col < Nn ? __half2float(bias[col]) : 0.f;
+            const float b1 = bias != nullptr && col + 1 < Nn ? __half2float(bias[col + 1]) : 0.f;
+            acc[f][0] = acc[f][2] = b0;
+            acc[f][1] = acc[f][3] = b1;
+        }
+        int kt = 0;
+        // a do-while (K > 0): a loop that could run zero times serializes wgmma across its back-edge (C7515)
+        do {
+            const int st = g % STAGES;
+            mbar_wait(&full[st], (g / STAGES) & 1);
+            fence_proxy_async();  // the producer's landed copies, ordered before the tensor cores' reads
+            const __half* sA = sm + st * STAGE_ELEMS + c * 64 * BK;  // this consumer's 64 rows
+            const __half* sB = sm + st * STAGE_ELEMS + A_ELEMS;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {  // descriptors as mm_tile's (k-tile 64: 128-byte swizzle)
+                const unsigned long long a = AK ? wg_desc(sA + kk * 16, 16, BK * 16, 1)
+                                                : wg_desc(sA + kk * 16 * 64, BK * 128, 1024, 1);
+                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, 1)
+                                                      : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
+                wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
+            }
+            wg_commit();
+            wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
+            wg_fence_acc(acc);
+            if (kt > 0 && lane == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
+            ++g;
+            ++kt;
+        } while (kt < KT);
+        wg_wait<0>();
+        wg_fence_acc(acc);
+        if (lane == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
+
+        const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
+        if (!vec_out) {
+            hop_store<false>(out, Nn, acc, m0 + row, n0, M, Nn, false, pair_ok);
+            continue;
+        }
+        // 16-byte rows: staged in shared memory, then copied out by the TMA unit while the next tile's products run
+        __half* stg = staging + c * 64 * MM_HOP_OUT_LD;
+        const int wtid = tid & 127;
+        if (s > 0) {  // the previous tile's copies have read the staging rows
+            if (wtid < 64) bulk_wait_read();
+            consumer_sync(c);
+        }
+        hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, true, pair_ok);
+        fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
+        consumer_sync(c);
+        if (wtid < 64) {  // a row each
+            if (m0 + wtid < M)
+                bulk_store(out + (size_t)(m0 + wtid) * Nn + n0, stg + wtid * MM_HOP_OUT_LD, (unsigned)min(BN, Nn - n0) * 2);
+            bulk_commit();
+        }
+    }
+    if (vec_out && (tid & 127) < 64) bulk_wait();  // every copy written before the block ends
+}
+
+}  // namespace coptc
+#endif

@@ -188,8 +188,8 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         if kernel != "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and hopper >= WIDE_TILES:
             return [WIDE_TILES, 1, 1], [HOPPER_THREADS, 1, 1], HOPPER_SHARED
         if kernel == "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and K >= WIDE_MIN_K:
-            splits = wide_split_count(wide, K)
-            return [_cdiv(wide * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], [512, 1, 1], WIDE_SHARED
+            splits = wide_split_count(hopper, K)
+            return [_cdiv(hopper * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], [HOPPER_THREADS, 1, 1], HOPPER_SHARED
         if kernel != "matmul_backward_weight":
             return ([big, 1, 1], *big_tile) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *small_tile)
         if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters

@@ -422,9 +422,8 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
             return;
         }
     } else {
-        if (blockDim.x == 512) {
-            mm_tile<256, 128, 4, 4, MM_WIDE_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb,
-                                                                 accumulate, vec, splits);
+        if (blockDim.x == MM_HOP_THREADS) {
+            mm_hopper_split<AK, BK_MAJOR>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
             return;
         }
     }
@@ -470,7 +469,7 @@ extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS
 #else
 #define COPPELIUS_MM_SPLIT_CLUSTER
 #endif
-extern "C" __global__ void COPPELIUS_MM_WIDE_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
+extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);

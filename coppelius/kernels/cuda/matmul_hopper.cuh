@@ -90,6 +90,8 @@ __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.w
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // A named barrier of the 128 threads of consumer c (ids 1, 2; 0 is __syncthreads).
 __device__ __forceinline__ void consumer_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
+// Named barrier 3: the 256 threads of both consumers.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 
 // A consumer's results rounded to fp16: the thread's rows `row` and row + 8 (of its warp's 16), the
 // 8F columns from n0 (global). STAGED: written to the consumer's staging rows (dst, ld: row `row` local) for its
@@ -137,30 +139,102 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
     }
 }
 
+// The shared memory of a block: STAGES stages of A (128 x 64) and B (256 x 64) tiles, then the consumers' output
+// staging rows (the weight gradient: its 1 KiB of fp16 ones there), then the full and empty barriers.
+struct HopSmem {
+    __half* stages;
+    __half* staging;
+    unsigned long long* full;
+    unsigned long long* empty;
+};
+__device__ __forceinline__ HopSmem hop_smem() {
+    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
+    HopSmem m;
+    m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
+    m.staging = m.stages + MM_HOP_STAGES * (128 + 256) * 64;
+    m.full = reinterpret_cast<unsigned long long*>(m.staging + 2 * 64 * MM_HOP_OUT_LD);
+    m.empty = m.full + MM_HOP_STAGES;
+    return m;
+}
+
+// The producer's part of one tile: k-tiles kt0 .. kt0 + KT - 1 of tile (tm, tn) into the ring, from its position g.
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void hop_produce(const HopSmem& m, const __half* __restrict__ A,
+                                            const __half* __restrict__ B, int tm, int tn, int kt0, int KT, int M,
+                                            int Nn, int K, int lda, int ldb, bool vec, int& g) {
+    constexpr int BM = 128, BN = 256, BK = 64;
+    for (int kt = kt0; kt < kt0 + KT; ++kt, ++g) {
+        const int st = g % MM_HOP_STAGES;
+        mbar_wait(&m.empty[st], ((g / MM_HOP_STAGES) & 1) ^ 1);
+        __half* sA = m.stages + st * (BM + BN) * BK;
+        hop_load<BM, BK, AK>(sA, A, tm * BM, kt * BK, M, K, lda, vec);
+        hop_load<BN, BK, BK_MAJOR>(sA + BM * BK, B, tn * BN, kt * BK, Nn, K, ldb, vec);
+        mbar_arrive_cp_async(&m.full[st]);  // once this thread's copies so far have landed
+    }
+}
+
+// Consumer c's part of one tile: acc += its 64 rows of A times B over the KT k-tiles from ring position g, and,
+// when bias_sum, bias_acc += A times a 16x8 tile of ones (the rows' sums, dbias, on the tensor cores).
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, float (&acc)[32][4],
+                                            float (&bias_acc)[1][4], bool bias_sum, int& g) {
+    constexpr int BM = 128, BN = 256, BK = 64;
+    const int lane = threadIdx.x & 31;
+    int kt = 0;
+    // a do-while (KT > 0): a loop that could run zero times serializes wgmma across its back-edge (C7515)
+    do {
+        const int st = g % MM_HOP_STAGES;
+        mbar_wait(&m.full[st], (g / MM_HOP_STAGES) & 1);
+        fence_proxy_async();  // the producer's landed copies, ordered before the tensor cores' reads
+        const __half* sA = m.stages + st * (BM + BN) * BK + c * 64 * BK;  // this consumer's 64 rows
+        const __half* sB = m.stages + st * (BM + BN) * BK + BM * BK;
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {  // descriptors as mm_tile's (k-tile 64: 128-byte swizzle)
+            const unsigned long long a = AK ? wg_desc(sA + kk * 16, 16, BK * 16, 1)
+                                            : wg_desc(sA + kk * 16 * 64, BK * 128, 1024, 1);
+            const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, 1)
+                                                  : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
+            wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
+            // every element of the ones tile is 1, so its layout is immaterial: no swizzle, 8-row cores
+            if (bias_sum) wgmma_m64n8k16<AK ? 0 : 1, 0>(bias_acc, a, wg_desc(m.staging, 128, 256, 0));
+        }
+        wg_commit();
+        wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
+        wg_fence_acc(acc);
+        wg_fence_acc(bias_acc);
+        if (kt > 0 && lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+        ++g;
+        ++kt;
+    } while (kt < KT);
+    wg_wait<0>();
+    wg_fence_acc(acc);
+    wg_fence_acc(bias_acc);
+    if (lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+}
+
+__device__ __forceinline__ void hop_init_barriers(const HopSmem& m) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < MM_HOP_STAGES; ++s) {
+            mbar_init(&m.full[s], 128);  // every producer thread, once its copies of the stage have landed
+            mbar_init(&m.empty[s], 8);   // the eight consumer warps, once their products have read it
+        }
+    }
+}
+
 // out[M,Nn] = A B (+ bias[n]); operand layouts as mm_tile's (AK: A stored [M][K], BK_MAJOR: B stored [Nn][K]).
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half* __restrict__ A,
                                           const __half* __restrict__ B, const __half* __restrict__ bias, int M,
                                           int Nn, int K, int lda, int ldb, bool vec) {
-    constexpr int BM = 128, BN = 256, BK = 64, STAGES = MM_HOP_STAGES;
-    constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
-    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
-    __half* sm = reinterpret_cast<__half*>(coptc_mm_smem);
-    __half* staging = sm + STAGES * STAGE_ELEMS;  // two consumers' 64 rows of MM_HOP_OUT_LD halves
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(staging + 2 * 64 * MM_HOP_OUT_LD);
-    unsigned long long* empty = full + STAGES;
-
+    constexpr int BM = 128, BN = 256, BK = 64;
+    const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int KT = (K + BK - 1) / BK;
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 128);  // every producer thread, once its copies of the stage have landed
-            mbar_init(&empty[s], 8);   // the eight consumer warps, once their products have read it
-        }
-    }
+    hop_init_barriers(m);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
 
@@ -169,14 +243,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         for (int s = 0; s < slots; ++s) {
             int tm, tn;
             mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
-            for (int kt = 0; kt < KT; ++kt, ++g) {
-                const int st = g % STAGES;
-                mbar_wait(&empty[st], ((g / STAGES) & 1) ^ 1);
-                __half* sA = sm + st * STAGE_ELEMS;
-                hop_load<BM, BK, AK>(sA, A, tm * BM, kt * BK, M, K, lda, vec);
-                hop_load<BN, BK, BK_MAJOR>(sA + A_ELEMS, B, tn * BN, kt * BK, Nn, K, ldb, vec);
-                mbar_arrive_cp_async(&full[st]);  // once this thread's copies so far have landed
-            }
+            hop_produce<AK, BK_MAJOR>(m, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, vec, g);
         }
         return;
     }
@@ -190,7 +257,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
         // the sums start from bias[n] (else 0): loaded here, into the accumulators, it takes no registers of its own
         // (added after the products, its 64 loads a thread had the epilogue spill)
-        float acc[32][4];
+        float acc[32][4], no_bias[1][4];
 #pragma unroll
         for (int f = 0; f < 32; ++f) {
             const int col = tn * BN + f * 8 + (lane & 3) * 2;
@@ -199,33 +266,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
             acc[f][0] = acc[f][2] = b0;
             acc[f][1] = acc[f][3] = b1;
         }
-        int kt = 0;
-        // a do-while (K > 0): a loop that could run zero times serializes wgmma across its back-edge (C7515)
-        do {
-            const int st = g % STAGES;
-            mbar_wait(&full[st], (g / STAGES) & 1);
-            fence_proxy_async();  // the producer's landed copies, ordered before the tensor cores' reads
-            const __half* sA = sm + st * STAGE_ELEMS + c * 64 * BK;  // this consumer's 64 rows
-            const __half* sB = sm + st * STAGE_ELEMS + A_ELEMS;
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {  // descriptors as mm_tile's (k-tile 64: 128-byte swizzle)
-                const unsigned long long a = AK ? wg_desc(sA + kk * 16, 16, BK * 16, 1)
-                                                : wg_desc(sA + kk * 16 * 64, BK * 128, 1024, 1);
-                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, 1)
-                                                      : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
-                wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
-            }
-            wg_commit();
-            wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
-            wg_fence_acc(acc);
-            if (kt > 0 && lane == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
-            ++g;
-            ++kt;
-        } while (kt < KT);
-        wg_wait<0>();
-        wg_fence_acc(acc);
-        if (lane == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
+        hop_consume<AK, BK_MAJOR>(m, c, KT, acc, no_bias, false, g);
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out) {
@@ -233,7 +274,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
             continue;
         }
         // 16-byte rows: staged in shared memory, then copied out by the TMA unit while the next tile's products run
-        __half* stg = staging + c * 64 * MM_HOP_OUT_LD;
+        __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
         const int wtid = tid & 127;
         if (s > 0) {  // the previous tile's copies have read the staging rows
             if (wtid < 64) bulk_wait_read();
@@ -249,6 +290,97 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         }
     }
     if (vec_out && (tid & 127) < 64) bulk_wait();  // every copy written before the block ends
+}
+
+// The weight gradient, out[M,Nn] = A B (+ out when accumulate), dbias[m] = sum_k A(m,k) when dbias is given, with
+// A and B both transposed ([K][M], [K][Nn]), split-K as mm_tile's: launched in clusters of `splits` blocks, the
+// grid S blocks a 128x256 tile (S = 1, 2, 4 .. splits, the most it holds for every tile), block rank r summing
+// split r % S of tile r / S of its cluster's. A block has one tile (K is long); its consumers put their fp32
+// partial rows in the stages' shared memory, and after a cluster barrier each block adds 1/S of the tile's rows,
+// reading the S partials through distributed shared memory in split order 0 .. S-1 (then + old out, one
+// rounding): a sum order fixed by the code, deterministic without atomics or scratch memory.
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const __half* __restrict__ A,
+                                                const __half* __restrict__ B, __half* __restrict__ dbias, int M,
+                                                int Nn, int K, int lda, int ldb, bool accumulate, bool vec,
+                                                int splits) {
+    constexpr int BM = 128, BN = 256, BK = 64, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
+    static_assert(BM * LD * 4 + BM * 4 <= MM_HOP_STAGES * (BM + BN) * BK * 2, "partials fit in the stages");
+    const HopSmem m = hop_smem();
+    if (M <= 0 || Nn <= 0) return;
+    const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
+    int S = splits;
+    while (S > 1 && (int)gridDim.x < S * tiles) S >>= 1;
+    const int rank = (int)cluster_rank(), split = rank % S, first = rank - split;
+    const int pid = (int)(blockIdx.x / splits) * (splits / S) + rank / S;
+    const bool idle = pid >= tiles;  // past the last tile (the grid is whole clusters): only the barriers
+    int tm = 0, tn = 0;
+    if (!idle) mm_tile_of(pid, tilesM, tilesN, tm, tn);
+    const int KT_ALL = (K + BK - 1) / BK;
+    const int kt0 = (int)((long long)KT_ALL * split / S);
+    const int KT = idle ? 0 : (int)((long long)KT_ALL * (split + 1) / S) - kt0;
+    const bool bias_sum = dbias != nullptr && tn == 0;
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
+    hop_init_barriers(m);
+    if (tid < 256) reinterpret_cast<unsigned*>(m.staging)[tid] = 0x3C003C00u;  // 1 KiB of fp16 1.0
+    fence_proxy_async();  // the ones, visible to the tensor cores
+    __syncthreads();
+
+    float* part = reinterpret_cast<float*>(m.stages);  // [BM][LD] partial sums, then [BM] dbias partials
+    float* bias_part = part + BM * LD;
+    if (wg == 0 && KT > 0) {
+        int g = 0;
+        hop_produce<AK, BK_MAJOR>(m, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
+    } else if (wg > 0 && !idle) {
+        const int c = wg - 1;
+        float acc[32][4], bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int f = 0; f < 32; ++f)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[f][e] = 0.f;
+        if (KT > 0) {
+            int g = 0;
+            hop_consume<AK, BK_MAJOR>(m, c, KT, acc, bias_acc, bias_sum, g);
+        }
+        consumers_sync();     // both consumers' products are done reading the stages,
+        fence_proxy_async();  // ... which their partials now overwrite
+        const int row = c * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+        for (int f = 0; f < 32; ++f)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                *reinterpret_cast<float2*>(part + (row + 8 * e) * LD + f * 8 + (lane & 3) * 2) =
+                    make_float2(acc[f][2 * e], acc[f][2 * e + 1]);
+        if (bias_sum && (lane & 3) == 0) {
+            bias_part[row] = bias_acc[0][0];
+            bias_part[row + 8] = bias_acc[0][2];
+        }
+    }
+    cluster_sync();  // every block's partial rows written (the producer's copies all consumed before)
+    const int ROWS = BM / S, m0 = tm * BM, n0 = tn * BN;
+    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+    if (!idle) {
+        for (int i = tid; i < ROWS * (BN / 4); i += MM_HOP_THREADS) {
+            const int r = split * ROWS + i / (BN / 4), col4 = (i % (BN / 4)) * 4;
+            const int grow = m0 + r, gcol = n0 + col4;
+            if (grow >= M || gcol >= Nn) continue;
+            float4 v = ld_cluster_f4(part + r * LD + col4, first);
+            for (int s = 1; s < S; ++s) {
+                const float4 p = ld_cluster_f4(part + r * LD + col4, first + s);
+                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+            }
+            __half* o = out + (size_t)grow * Nn + gcol;
+            mm_store_pair(o, gcol, Nn, v.x, v.y, accumulate, pair_ok);
+            mm_store_pair(o + 2, gcol + 2, Nn, v.z, v.w, accumulate, pair_ok);
+        }
+        if (bias_sum && tid < ROWS && m0 + split * ROWS + tid < M) {
+            const int r = split * ROWS + tid;
+            float b = ld_cluster_f32(bias_part + r, first);
+            for (int s = 1; s < S; ++s) b += ld_cluster_f32(bias_part + r, first + s);
+            dbias[m0 + r] = __float2half_rn(b);
+        }
+    }
+    cluster_sync();  // every block is done reading the others' partials before any exits
 }
 
 }  // namespace coptc

@@ -5,16 +5,16 @@ tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the 
 holds them equal.
 
 The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
-(no opt-in attribute needed) except for the wide tiles below (193 KiB) and sm_90a's attention backward (64.5 KiB),
+(no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward
+(64.5 KiB),
 which the host opts in to; the kernels use no static shared memory.
-matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma), matmul_forward and
-matmul_backward_input take matmul_hopper.cuh's persistent warp-specialized blocks when there are at least WIDE_TILES
-128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages of 128x64 + 256x64 fp16, output
-staging rows and barriers (216 KiB), one block an SM, WIDE_TILES blocks, each walking tiles blockIdx.x, + gridDim.x, ...
-matmul_backward_weight takes 512 threads with 256x128 tiles (4 stages of 256x64 + 128x64 fp16 and a 1 KiB tile of
-ones: 193 KiB, one block an SM), split S = 1, 2, 4 or 8
-ways in whole clusters (wide_split_count: the fewest waves of clusters), each block summing at least WIDE_MIN_K of K
-(measured on the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes 128x128
+matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the three take matmul_hopper.cuh's
+warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
+of 128x64 + 256x64 fp16, output staging rows and barriers (216 KiB), one block an SM. matmul_forward and
+matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
+tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1, 2, 4 or 8 ways in whole
+clusters (wide_split_count: the fewest waves of clusters), each block summing at least WIDE_MIN_K of K (measured on
+the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes 128x128
 wgmma tiles split by the rule below, as every split weight gradient there does. Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
@@ -40,18 +40,18 @@ ENCODER_SEGMENTED_VOCAB = 512  # segments, a warp each (eb::SEGMENTS, eb::SEGMEN
 LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
 LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
-MATMUL_WIDE_BK = 64     # the k-extent of a wide (256x128) tile stage (matmul.cuh: MM_WIDE_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
-WIDE_MIN_K = 1024       # the least K a wide weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
-WIDE_CLUSTERS = 15      # clusters of 8 wide weight-gradient blocks resident at once on the H200 (cuOccupancyMaxActiveClusters)
-# dynamic shared bytes of a wide tile: 4 stages (192 KiB), then 1 KiB of fp16 ones (dbias on the tensor cores)
-WIDE_SHARED = 4 * (256 + 128) * MATMUL_WIDE_BK * 2 + 1024
+WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
+# clusters of 8 one-an-SM weight-gradient blocks resident at once on the H200 (cuOccupancyMaxActiveClusters for the
+# 512-thread 193 KiB blocks before matmul_hopper.cuh; its 384-thread 216 KiB blocks are one an SM too)
+WIDE_CLUSTERS = 15
 HOPPER_THREADS = 384  # matmul_hopper.cuh: MM_HOP_THREADS
+HOPPER_BK = 64        # the k-extent of a stage (MM_HOP_BK)
 HOPPER_STAGES = 3     # matmul_hopper.cuh: MM_HOP_STAGES
 HOPPER_OUT_LD = 288   # matmul_hopper.cuh: MM_HOP_OUT_LD
 # its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, then a full and an empty
 # mbarrier (8 bytes each) a stage
-HOPPER_SHARED = HOPPER_STAGES * (128 + 256) * MATMUL_WIDE_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + HOPPER_STAGES * 2 * 8
+HOPPER_SHARED = HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + HOPPER_STAGES * 2 * 8
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
 MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
 SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)
@@ -161,7 +161,7 @@ def split_count(tiles: int, blocks: int = SPLIT_BLOCKS) -> int:
 
 
 def wide_split_count(tiles: int, K: int) -> int:
-    """Blocks per 256x128 tile of a wide weight gradient: of S = 1, 2, 4, 8 (each block summing at least WIDE_MIN_K
+    """Blocks per 128x256 tile of an sm_90a weight gradient: of S = 1, 2, 4, 8 (each block summing at least WIDE_MIN_K
     of K), the S whose launch takes the least time counted in whole waves of WIDE_CLUSTERS clusters, each wave
     K / S long; a larger S only where that is 5% shorter, for the partial tiles it adds (gpt2's lm head: 9.875 waves
     at S = 8 against 10 unsplit, measured 7.81 against 6.66 ms). gpt2's qkv: S = 2, its fc and fc proj 8, its attn
@@ -183,7 +183,6 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         big = _cdiv(M, 128) * _cdiv(Nn, 128)
         big_tile, small_tile = ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2), ([128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2)
         small = _cdiv(M, 64) * _cdiv(Nn, 64)
-        wide = _cdiv(M, 256) * _cdiv(Nn, 128)
         hopper = _cdiv(M, 128) * _cdiv(Nn, 256)
         if kernel != "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and hopper >= WIDE_TILES:
             return [WIDE_TILES, 1, 1], [HOPPER_THREADS, 1, 1], HOPPER_SHARED

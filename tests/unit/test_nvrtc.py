@@ -98,10 +98,10 @@ def test_geometry_constants_match_the_kernels():
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
     assert constant("attention.cuh", "AT_BR") == constant("attention.cuh", "AT_BCK") == str(geometry.ATTENTION_ROWS)
     assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
-    assert constant("matmul.cuh", "MM_WIDE_BK") == str(geometry.MATMUL_WIDE_BK)
     assert constant("matmul.cuh", "MM_SPLITS") == str(geometry.MATMUL_SPLITS)
     assert constant("matmul_hopper.cuh", "MM_HOP_THREADS") == str(geometry.HOPPER_THREADS)
     assert constant("matmul_hopper.cuh", "MM_HOP_STAGES") == str(geometry.HOPPER_STAGES)
+    assert constant("matmul_hopper.cuh", "MM_HOP_BK") == str(geometry.HOPPER_BK)
     assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
 
 
@@ -125,8 +125,7 @@ def test_weight_gradients_split_k_over_whole_clusters():
 
 def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them():
     tc = geometry.tensor_core_geometry
-    wide_shared, hopper_shared = geometry.WIDE_SHARED, geometry.HOPPER_SHARED
-    assert wide_shared == 4 * (256 + 128) * geometry.MATMUL_WIDE_BK * 2 + 1024 == 193 * 1024
+    hopper_shared = geometry.HOPPER_SHARED
     # the persistent blocks: 3 stages of 48 KiB, 2 x 64 staging rows of 288 fp16, 6 mbarriers; within the H200's 227 KiB
     assert hopper_shared == 3 * 48 * 1024 + 2 * 64 * 288 * 2 + 6 * 8 <= 227 * 1024
     # gpt2's fc forward (32768 x 3072): 256 x 12 tiles of 128x256, walked by one persistent block an SM on sm_90,

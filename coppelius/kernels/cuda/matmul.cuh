@@ -10,10 +10,9 @@
 //   backward_input   M=N   Nn=C  K=OC  A = dout [N][OC]  (K-major)   B = weight [OC][C] ([K][Nn])
 //   backward_weight  M=OC  Nn=C  K=N   A = dout [N][OC]  ([K][M])    B = inp    [N][C]  ([K][Nn])
 // Three tile shapes, chosen by the geometry and read back here from blockDim.x:
-//   512 threads: 256x128 block tile, 4 warpgroups of 64x128 on wgmma, k-tile 64, 4 cp.async stages
-//                (192 KiB, and 1 KiB of ones for dbias: opted in by the host), two k-tiles loading while one is multiplied and
-//                the previous one's wgmma may still run (sm_90a only);
-//   256 threads: 128x128 block tile, 8 warps of 64x32, k-tile 32, 3 cp.async stages (48 KiB);
+//   384 threads: sm_90a only, matmul_hopper.cuh's warp-specialized 128x256 tiles (opted in to 216 KiB);
+//   256 threads: 128x128 block tile, 8 warps of 64x32 (on sm_90a two warpgroups of 64x128 on wgmma), k-tile
+//                32, 3 cp.async stages (48 KiB);
 //   128 threads:  64x64 block tile,  4 warps of 32x32, k-tile 32, 4 stages (32 KiB), for launches
 //                 with few 128x128 tiles.
 // Shared tiles are XOR-swizzled in 16-byte chunks so that ldmatrix and cp.async are free of bank
@@ -22,8 +21,7 @@
 // loaded element by element instead (same tiles, same arithmetic order: only slower).
 // Deterministic: every output element is one thread's fp32 accumulator, summed in k order; no
 // atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
-// a row of dout^T, in n order; on the wide tiles by the tensor cores instead (dout^T times a tile of
-// ones, one more m64n8k16 a k-step: the serial sum had cost a gpt2 qkv gradient 40% of its time).
+// a row of dout^T, in n order (matmul_hopper.cuh's tiles sum it on the tensor cores).
 // Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
 // from sm_90 on it is launched in thread-block clusters of MM_SPLITS blocks, and its grid holds S
 // blocks per output tile (S = 1, 2, 4 or 8, planned by formats/geometry.py). The S blocks of a tile
@@ -43,7 +41,6 @@
 namespace coptc {
 
 constexpr int MM_BK = 32;       // k-tile of the 128x128 and 64x64 tiles
-constexpr int MM_WIDE_BK = 64;  // k-tile of the 256x128 tiles
 constexpr int MM_SPLITS = 8;  // blocks (a cluster from sm_90 on) per backward_weight output tile
 
 // Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
@@ -147,21 +144,15 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     static_assert(NI % 2 == 0, "warp tile n must be a multiple of 16");
     constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // sm_90a, 128x128 and 256x128 tiles: a warpgroup (4 warps) a 64-row band of 128 columns on wgmma,
-    // operands straight from the shared tiles (K-major tiles are already wgmma's 64- or 128-byte-swizzled
-    // layout for k-tiles of 32 or 64; transposed ones are laid out as its 128-byte-swizzled MN-major atoms).
+    // sm_90a, 128x128 tiles: a warpgroup (4 warps) a 64-row band of 128 columns on wgmma, operands straight
+    // from the shared tiles (K-major tiles are already wgmma's 64-byte-swizzled layout for k-tiles of 32;
+    // transposed ones are laid out as its 128-byte-swizzled MN-major atoms).
     constexpr bool WG = BN == 128 && WN == 4 && WM * 64 == BM;
 #else
     constexpr bool WG = false;
 #endif
-    static_assert(!WG || BK == 32 || BK == 64, "wgmma descriptors for k-tiles of 32 or 64");
-    static_assert(WG || BK == MM_BK, "mma.sync tiles take k-tiles of MM_BK");
-    // dbias on the tensor cores (wide tiles): A times a 16x8 tile of ones in shared memory behind the stages
-    constexpr bool TC_BIAS = WG && BM == 256 && !AK;
-    // k-tiles loaded ahead of the one being multiplied, and wgmma groups left running across the barrier:
-    // with 4+ stages the previous k-tile's wgmma overlaps the next barrier, so loads stay two stages clear
-    constexpr int INFLIGHT = WG && STAGES >= 4 ? 1 : 0;
-    constexpr int AHEAD = STAGES - 1 - INFLIGHT;
+    static_assert(BK == MM_BK, "the tiles take k-tiles of MM_BK");
+    constexpr int AHEAD = STAGES - 1;  // k-tiles loaded ahead of the one being multiplied
     // wgmma's swizzle patterns hold for tiles at 1024-byte-aligned shared addresses
     extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
     __half* sm = reinterpret_cast<__half*>(coptc_mm_smem);
@@ -208,11 +199,6 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     auto frag_row = [&](int f) { return WG ? warp * 16 : wm * WTM + (f / NI) * 16; };
     auto frag_col = [&](int f) { return WG ? f * 8 : wn * WTN + (f % NI) * 8; };
     float bsum = 0.f;
-    float bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};  // TC_BIAS: rows frag_row(0) + lane/4 (+8) in [0][0] ([0][2])
-    __half* ones = sm + STAGES * STAGE_ELEMS;
-    if constexpr (TC_BIAS) {  // made visible to the tensor cores by the main loop's first fence and barrier
-        if (tid < 256) reinterpret_cast<unsigned*>(ones)[tid] = 0x3C003C00u;  // 1 KiB of fp16 1.0
-    }
 
     auto load_stage = [&](int stage, int kt) {
         __half* sA = sm + stage * STAGE_ELEMS;
@@ -232,7 +218,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         if constexpr (WG) {
             fence_proxy_async();  // this thread's tile writes, visible to the tensor cores
-            wg_wait<INFLIGHT>();  // this warpgroup's products AHEAD + 1 k-tiles back are done reading their stage
+            wg_wait<0>();  // this warpgroup's products of the last k-tile are done reading their stage
         }
 #endif
         __syncthreads();
@@ -249,10 +235,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         const __half* sB = sA + A_ELEMS;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         if constexpr (WG) {
-            // A: this warpgroup's 64 rows. K-major tiles: rows of BK halves (64 or 128 bytes, that swizzle),
-            // 8 rows BK * 16 bytes apart, k16 32 bytes on; transposed: one 128-byte-swizzled atom
-            // (BK * 128 bytes), 8 k rows 1024 bytes apart, k16 2048 bytes on.
-            constexpr unsigned K_SWIZZLE = BK == 64 ? 1 : 2, ATOM = BK * 128;
+            // A: this warpgroup's 64 rows. K-major tiles: rows of BK halves (64 bytes, that swizzle), 8 rows
+            // BK * 16 bytes apart, k16 32 bytes on; transposed: one 128-byte-swizzled atom (BK * 128 bytes),
+            // 8 k rows 1024 bytes apart, k16 2048 bytes on.
+            constexpr unsigned K_SWIZZLE = 2, ATOM = BK * 128;
             const int wg = warp >> 2;
             wg_fence();
 #pragma unroll
@@ -262,15 +248,12 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
                 const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, K_SWIZZLE)
                                                       : wg_desc(sB + kk * 16 * 64, ATOM, 1024, 1);
                 wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
-                // every element of the ones tile is 1, so its layout is immaterial: no swizzle, 8-row cores
-                if (TC_BIAS && do_bias_sum) wgmma_m64n8k16<1, 0>(bias_acc, a, wg_desc(ones, 128, 256, 0));
             }
             wg_commit();
             wg_fence_acc(acc);
-            wg_fence_acc(bias_acc);
-            // the stage AHEAD k-tiles on (last read by the products INFLIGHT + 1 back, which every warp has
-            // waited for before the barrier), loaded after this k-tile's products are issued: its address
-            // arithmetic stays off their path
+            // the stage AHEAD k-tiles on (last read by the products one back, which every warp has waited for
+            // before the barrier), loaded after this k-tile's products are issued: its address arithmetic stays
+            // off their path
             if (LOAD_AFTER) load_ahead();
         }
 #endif
@@ -306,7 +289,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #pragma unroll
                 for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi * NI + ni], af[mi], bf[ni][0], bf[ni][1]);
         }
-        if (!AK && !TC_BIAS && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
+        if (!AK && do_bias_sum && tid < BM) {  // row tid of A^T: this k-tile's 32 values, in k order
 #pragma unroll 8
             for (int k = 0; k < BK; ++k)
                 bsum += __half2float(sA[(WG ? mn_atom<BK>(k, tid >> 3) : swz<BM / 8>(k, tid >> 3)) + (tid & 7)]);
@@ -317,7 +300,6 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     if constexpr (WG) {
         wg_wait<0>();
         wg_fence_acc(acc);
-        wg_fence_acc(bias_acc);
     }
 #endif
     const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
@@ -332,12 +314,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         float* band_sum = reinterpret_cast<float*>(coptc_mm_smem);
         float* bias_part = band_sum + WTM * LD;
         __syncthreads();  // every warp is done with the pipeline's tiles
-        if (TC_BIAS && do_bias_sum && (lane & 3) == 0) {
-            bias_part[frag_row(0) + (lane >> 2)] = bias_acc[0][0];
-            bias_part[frag_row(0) + (lane >> 2) + 8] = bias_acc[0][2];
-        } else if (!TC_BIAS && do_bias_sum && tid < BM) {
-            bias_part[tid] = bsum;
-        }
+        if (do_bias_sum && tid < BM) bias_part[tid] = bsum;
         for (int band = 0; band < WM; ++band) {
             if (wm == band) {  // (with wgmma too: warpgroup band = warps 4 band .. 4 band + 3 = rows of band wm)
 #pragma unroll
@@ -377,15 +354,7 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
     }
 #endif
 
-    if (TC_BIAS && do_bias_sum && (lane & 3) == 0) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = m0 + frag_row(0) + (lane >> 2) + h * 8;
-            if (row < M) dbias[row] = __float2half_rn(bias_acc[0][2 * h]);
-        }
-    } else if (!TC_BIAS && do_bias_sum && tid < BM && m0 + tid < M) {
-        dbias[m0 + tid] = __float2half_rn(bsum);
-    }
+    if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
 
 #pragma unroll
     for (int f = 0; f < MI * NI; ++f) {
@@ -409,23 +378,20 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
 #include "matmul_hopper.cuh"
 namespace coptc {
 
-// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. sm_90a: the input gradient and the
-// forward take matmul_hopper.cuh's persistent warp-specialized tiles (384 threads), the weight gradient the 256x128 tiles (512).
+// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. sm_90a: 384 threads are matmul_hopper.cuh's
+// warp-specialized tiles, persistent for the forward and the input gradient (A K-major), one tile a block split
+// over a cluster for the weight gradient.
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
                                             __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
                                             bool vec, int splits) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (AK) {
-        if (blockDim.x == MM_HOP_THREADS) {
+    if (blockDim.x == MM_HOP_THREADS) {
+        if constexpr (AK)
             mm_hopper<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb, vec);
-            return;
-        }
-    } else {
-        if (blockDim.x == MM_HOP_THREADS) {
+        else
             mm_hopper_split<AK, BK_MAJOR>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
-            return;
-        }
+        return;
     }
 #endif
     if (blockDim.x == 256)
@@ -438,25 +404,23 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
 
 }  // namespace coptc
 
-// sm_90a: the weight gradient's 256x128 tiles take 512 threads a block with 128 registers a thread (as many as two
-// blocks of 256 threads); matmul_hopper.cuh's 384 threads with 168 (a consumer's 64x256 fp32 accumulators).
+// sm_90a: matmul_hopper.cuh's 384 threads a block with 168 registers a thread (a consumer's 64x256 fp32
+// accumulators); elsewhere two blocks of 256 threads an SM.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define COPPELIUS_MM_WIDE_BOUNDS __launch_bounds__(512, 1)
-#define COPPELIUS_MM_HOPPER_BOUNDS __launch_bounds__(coptc::MM_HOP_THREADS, 1)
+#define COPPELIUS_MM_BOUNDS __launch_bounds__(coptc::MM_HOP_THREADS, 1)
 #else
-#define COPPELIUS_MM_WIDE_BOUNDS __launch_bounds__(256, 2)
-#define COPPELIUS_MM_HOPPER_BOUNDS __launch_bounds__(256, 2)
+#define COPPELIUS_MM_BOUNDS __launch_bounds__(256, 2)
 #endif
 
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
-extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS
+extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
-extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS
+extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
@@ -469,7 +433,7 @@ extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS
 #else
 #define COPPELIUS_MM_SPLIT_CLUSTER
 #endif
-extern "C" __global__ void COPPELIUS_MM_HOPPER_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
+extern "C" __global__ void COPPELIUS_MM_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);

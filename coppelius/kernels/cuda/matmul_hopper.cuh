@@ -28,6 +28,7 @@ namespace coptc {
 
 constexpr int MM_HOP_THREADS = 384;  // a producer and two consumer warpgroups (formats/geometry.py: HOPPER_THREADS)
 constexpr int MM_HOP_STAGES = 3;     // shared stages of 128x64 + 256x64 fp16 (48 KiB each) (HOPPER_STAGES)
+constexpr int MM_HOP_BK = 64;        // the k-extent of a stage (HOPPER_BK)
 constexpr int MM_HOP_OUT_LD = 288;   // halves a row of a consumer's 64x256 output staging (+64 bytes: no bank conflicts)
 
 // mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
@@ -151,7 +152,7 @@ __device__ __forceinline__ HopSmem hop_smem() {
     extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
     HopSmem m;
     m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
-    m.staging = m.stages + MM_HOP_STAGES * (128 + 256) * 64;
+    m.staging = m.stages + MM_HOP_STAGES * (128 + 256) * MM_HOP_BK;
     m.full = reinterpret_cast<unsigned long long*>(m.staging + 2 * 64 * MM_HOP_OUT_LD);
     m.empty = m.full + MM_HOP_STAGES;
     return m;
@@ -162,7 +163,7 @@ template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void hop_produce(const HopSmem& m, const __half* __restrict__ A,
                                             const __half* __restrict__ B, int tm, int tn, int kt0, int KT, int M,
                                             int Nn, int K, int lda, int ldb, bool vec, int& g) {
-    constexpr int BM = 128, BN = 256, BK = 64;
+    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     for (int kt = kt0; kt < kt0 + KT; ++kt, ++g) {
         const int st = g % MM_HOP_STAGES;
         mbar_wait(&m.empty[st], ((g / MM_HOP_STAGES) & 1) ^ 1);
@@ -178,7 +179,7 @@ __device__ __forceinline__ void hop_produce(const HopSmem& m, const __half* __re
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, float (&acc)[32][4],
                                             float (&bias_acc)[1][4], bool bias_sum, int& g) {
-    constexpr int BM = 128, BN = 256, BK = 64;
+    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     const int lane = threadIdx.x & 31;
     int kt = 0;
     // a do-while (KT > 0): a loop that could run zero times serializes wgmma across its back-edge (C7515)
@@ -227,7 +228,7 @@ template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half* __restrict__ A,
                                           const __half* __restrict__ B, const __half* __restrict__ bias, int M,
                                           int Nn, int K, int lda, int ldb, bool vec) {
-    constexpr int BM = 128, BN = 256, BK = 64;
+    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
@@ -304,7 +305,7 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
                                                 const __half* __restrict__ B, __half* __restrict__ dbias, int M,
                                                 int Nn, int K, int lda, int ldb, bool accumulate, bool vec,
                                                 int splits) {
-    constexpr int BM = 128, BN = 256, BK = 64, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
+    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
     static_assert(BM * LD * 4 + BM * 4 <= MM_HOP_STAGES * (BM + BN) * BK * 2, "partials fit in the stages");
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;

@@ -1,23 +1,24 @@
-// Coppelius matmuls on sm_90a: a persistent, warp-specialized tile loop (matmul.cuh includes this file and
-// dispatches to it for blocks of MM_HOP_THREADS threads; its mm_load, mm_tile_of and mm_store_pair are this
-// file's too).
+// Coppelius matmuls on sm_90a: warp-specialized 128x256 tiles (matmul.cuh includes this file and dispatches to it
+// for blocks of MM_HOP_THREADS threads; its mm_load_elementwise, mn_atom, swz, mm_tile_of and mm_store_pair are
+// used here).
 //
-// Why: the 256x128 tiles of matmul.cuh have every thread load, wait and meet at a barrier each k-tile, a tile's
-// prologue (its first loads) leaves the tensor cores idle, and four 64x128 products a k-step read the B tile
-// from shared memory four times; at K = 768 (gpt2's forward) they ran 30-40% behind cuBLAS (bench/kernel_ab.py,
-// H200, 2026-12-01). Here a block of three warpgroups stays resident on its SM and walks the output tiles
-// blockIdx.x, + gridDim.x, ...:
-//   warpgroup 0, the producer, loads the k-tiles of every tile of the block in order into a ring of
-//     MM_HOP_STAGES shared stages (cp.async, in matmul.cuh's layouts), waiting on a stage's `empty` barrier
-//     before it refills it and arriving on its `full` barrier once its copies have landed; so the next tile's
-//     first k-tiles load while this one's last are multiplied and its results stored;
-//   warpgroups 1 and 2, the consumers, multiply each 128x256 tile together, 64 rows each on m64n256k16 (the
-//     widest wgmma: its A is read once for 256 columns), waiting on `full` and releasing a stage on `empty`
-//     once the products that read it are done (their sums start from the bias); then round their rows into shared
-//     staging rows, which
-//     the TMA unit copies out (cp.async.bulk) while the next tile's products run.
-// Every output element is one thread's fp32 accumulator summed in k order, k-tile by k-tile, stored once:
-// deterministic, independent of timing.
+// Why: matmul.cuh's tiles have every thread load, wait and meet at a barrier each k-tile, a tile's first loads and
+// its stores leave the tensor cores idle, and 64x128 products read the B tile from shared memory once per 64 rows;
+// at gpt2's shapes they ran at 0.4-0.74 of cuBLAS (bench/kernel_ab.py, H200, 2026-12-01). A block here is three
+// warpgroups:
+//   warpgroup 0, the producer, copies k-tiles into a ring of MM_HOP_STAGES shared stages (cp.async, in matmul.cuh's
+//     swizzled layouts), waiting on a stage's `empty` barrier before it refills it; each thread's copies arrive
+//     on the stage's `full` barrier when they land (cp.async.mbarrier.arrive.noinc);
+//   warpgroups 1 and 2, the consumers, multiply each tile together, 64 rows each on m64n256k16 (the widest wgmma:
+//     its A read once for 256 columns), waiting on `full`, releasing a stage on `empty` once the products that
+//     read it are done.
+// mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
+// next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
+// results are rounded into shared staging rows that the TMA unit copies out (cp.async.bulk) under the next tile's
+// products. mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
+// split order through distributed shared memory, dbias on the tensor cores.
+// Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
+// stored once: deterministic, independent of timing.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -258,7 +259,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
         // the sums start from bias[n] (else 0): loaded here, into the accumulators, it takes no registers of its own
         // (added after the products, its 64 loads a thread had the epilogue spill)
-        float acc[32][4], no_bias[1][4];
+        float acc[32][4], unused_bias_sum[1][4];
 #pragma unroll
         for (int f = 0; f < 32; ++f) {
             const int col = tn * BN + f * 8 + (lane & 3) * 2;
@@ -267,7 +268,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
             acc[f][0] = acc[f][2] = b0;
             acc[f][1] = acc[f][3] = b1;
         }
-        hop_consume<AK, BK_MAJOR>(m, c, KT, acc, no_bias, false, g);
+        hop_consume<AK, BK_MAJOR>(m, c, KT, acc, unused_bias_sum, false, g);
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out) {

@@ -30,7 +30,7 @@ namespace coptc {
 constexpr int MM_HOP_THREADS = 384;  // a producer and two consumer warpgroups (formats/geometry.py: HOPPER_THREADS)
 constexpr int MM_HOP_STAGES = 3;     // shared stages of 128x64 + 256x64 fp16 (48 KiB each) (HOPPER_STAGES)
 constexpr int MM_HOP_BK = 64;        // the k-extent of a stage (HOPPER_BK)
-constexpr int MM_HOP_OUT_LD = 288;   // halves a row of a consumer's 64x256 output staging (+64 bytes: no bank conflicts)
+constexpr int MM_HOP_OUT_LD = 288;   // halves a row of a consumer's 64x256 output staging (+64 bytes: no conflicts)
 
 // mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
@@ -287,7 +287,8 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         consumer_sync(c);
         if (wtid < 64) {  // a row each
             if (m0 + wtid < M)
-                bulk_store(out + (size_t)(m0 + wtid) * Nn + n0, stg + wtid * MM_HOP_OUT_LD, (unsigned)min(BN, Nn - n0) * 2);
+                bulk_store(out + (size_t)(m0 + wtid) * Nn + n0, stg + wtid * MM_HOP_OUT_LD,
+                           (unsigned)min(BN, Nn - n0) * 2);
             bulk_commit();
         }
     }

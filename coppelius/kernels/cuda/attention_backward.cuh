@@ -33,6 +33,23 @@ __device__ __forceinline__ void at_tile_rowdot(float* sD, const __half* sO, cons
     if (part == 0) sD[r] = dsum;
 }
 
+// The locals every backward block function starts from (a macro, not a function returning a struct: that one
+// changed attention_backward's machine code, checked 2026-12-01): the head size, the thread's lane and warp and its
+// fragment row g / column pair t2, and (batch b, head h)'s columns of qkv (row stride rs = 3C: gq, gk, gv), of dout
+// and out (stride C: gdo, go) and its lse row gl; vec: 16-byte loads possible.
+#define AT_BWD_HEAD_LOCALS                                                                 \
+    const int hs = C / NH;                                                                 \
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;                         \
+    const int g = lane >> 2, t2 = (lane & 3) * 2;                                          \
+    const size_t rs = (size_t)3 * C;                                                       \
+    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;                          \
+    const __half* gk = gq + C;                                                             \
+    const __half* gv = gq + 2 * C;                                                         \
+    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;                         \
+    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;                          \
+    const float* gl = lse + ((size_t)b * NH + h) * T;                                      \
+    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout)
+
 // Key block: keys [k0, k0 + 64) of (b, h); writes dk and dv of those keys. For HSP 128 the query
 // tiles are walked twice, dv accumulated in the first pass and dk in the second, so that only one
 // 16 x 128 accumulator a warp is live (S^T is computed in both passes).
@@ -54,17 +71,7 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
     float* sL = reinterpret_cast<float*>(sX + BRK * HSP);  // lse * log2(e)
     float* sD = sL + BRK;                                  // rowsum(dO * O)
 
-    const int hs = C / NH;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, t2 = (lane & 3) * 2;
-    const size_t rs = (size_t)3 * C;
-    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
-    const __half* gk = gq + C;
-    const __half* gv = gq + 2 * C;
-    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;
-    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;
-    const float* gl = lse + ((size_t)b * NH + h) * T;
-    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout);
+    AT_BWD_HEAD_LOCALS;
     const float scale = rsqrtf((float)hs);
     const float sc = scale * LOG2E;
     const int k0 = kb * BCK;
@@ -168,17 +175,7 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
     float* sL = reinterpret_cast<float*>(sQ + 2 * STAGE);     // lse * log2(e) of the tile's rows
     float* sD = sL + BQ;                                      // rowsum(dO * out) of the tile's rows
 
-    const int hs = C / NH;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, t2 = (lane & 3) * 2;
-    const size_t rs = (size_t)3 * C;
-    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
-    const __half* gk = gq + C;
-    const __half* gv = gq + 2 * C;
-    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;
-    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;
-    const float* gl = lse + ((size_t)b * NH + h) * T;
-    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout);
+    AT_BWD_HEAD_LOCALS;
     const float scale = rsqrtf((float)hs);
     const float sc = scale * LOG2E;
     const int k0 = kb * BK;
@@ -274,17 +271,7 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
     __half* sK = sO + BR * HSP;   // [ST][BC][HSP]
     __half* sV = sK + ST * BC * HSP;
 
-    const int hs = C / NH;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, t2 = (lane & 3) * 2;
-    const size_t rs = (size_t)3 * C;
-    const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
-    const __half* gk = gq + C;
-    const __half* gv = gq + 2 * C;
-    const __half* gdo = dout + (size_t)b * T * C + (size_t)h * hs;
-    const __half* go = outp + (size_t)b * T * C + (size_t)h * hs;
-    const float* gl = lse + ((size_t)b * NH + h) * T;
-    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv) && aligned16(dout);
+    AT_BWD_HEAD_LOCALS;
     const float scale = rsqrtf((float)hs);
     const float sc = scale * LOG2E;
     const int q0 = qb * BR;

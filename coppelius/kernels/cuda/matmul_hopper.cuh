@@ -95,22 +95,22 @@ __device__ __forceinline__ void consumer_sync(int c) { asm volatile("bar.sync %0
 // Named barrier 3: the 256 threads of both consumers.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 
-// A consumer's results rounded to fp16: the thread's rows `row` and row + 8 (of its warp's 16), the
-// 8F columns from n0 (global). STAGED: written to the consumer's staging rows (dst, ld: row `row` local) for its
-// bulk copies; else stored to out (dst = out, ld = Nn, row global). When 16-byte stores are possible (vec_out), the
-// four lanes of a quad (one row, a pair of each fragment's 8 columns each) trade their pairs in two rounds of
-// shuffles, a 4x4 transpose, so that lane q holds fragment 4j + q's 8 columns: a warp's store then writes 8 rows
-// of 64 contiguous bytes where the pairs wrote 16. The same roundings either way.
+// A consumer's results rounded to fp16: the thread's rows `row` and row + 8 (of its warp's 16), the 8F columns from
+// n0 (global). STAGED: into the consumer's staging rows (dst, ld; `row` local) for its bulk copies, 16 bytes a
+// store: the four lanes of a quad (one row, a pair of each fragment's 8 columns each) trade their pairs in two
+// rounds of shuffles, a 4x4 transpose, so that lane q holds fragment 4j + q's 8 columns (a warp's store writes 8
+// rows of 64 contiguous bytes). Else (an output that takes no 16-byte rows): pairs to out (dst = out, ld = Nn, `row`
+// global). The same roundings either way.
 template <bool STAGED, int F>
 __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc)[F][4], int row, int n0, int M, int Nn,
-                                          bool vec_out, bool pair_ok) {
+                                          bool pair_ok) {
     const int q = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < F / 4; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int r = row + e * 8;
-            if (!STAGED && !vec_out) {
+            if (!STAGED) {
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                     const int col = n0 + (4 * j + t) * 8 + 2 * q;
@@ -132,11 +132,7 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
                     const unsigned y = __shfl_xor_sync(0xffffffffu, (q & m) ? v[t] : v[t ^ m], m);
                     if (q & m) v[t] = y; else v[t ^ m] = y;
                 }
-            const int col = 32 * j + 8 * q;  // within the tile
-            if (STAGED)
-                *reinterpret_cast<uint4*>(dst + r * ld + col) = make_uint4(v[0], v[1], v[2], v[3]);
-            else if (r < M && n0 + col < Nn)
-                *reinterpret_cast<uint4*>(dst + (size_t)r * ld + n0 + col) = make_uint4(v[0], v[1], v[2], v[3]);
+            *reinterpret_cast<uint4*>(dst + r * ld + 32 * j + 8 * q) = make_uint4(v[0], v[1], v[2], v[3]);
         }
     }
 }
@@ -272,7 +268,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out) {
-            hop_store<false>(out, Nn, acc, m0 + row, n0, M, Nn, false, pair_ok);
+            hop_store<false>(out, Nn, acc, m0 + row, n0, M, Nn, pair_ok);
             continue;
         }
         // 16-byte rows: staged in shared memory, then copied out by the TMA unit while the next tile's products run
@@ -282,7 +278,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
             if (wtid < 64) bulk_wait_read();
             consumer_sync(c);
         }
-        hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, true, pair_ok);
+        hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, pair_ok);
         fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
         consumer_sync(c);
         if (wtid < 64) {  // a row each

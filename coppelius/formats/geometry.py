@@ -6,8 +6,7 @@ holds them equal.
 
 The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward
-(64.5 KiB),
-which the host opts in to; the kernels use no static shared memory.
+(64.5 KiB), which the host opts in to; the kernels use no static shared memory.
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the three take matmul_hopper.cuh's
 warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
 of 128x64 + 256x64 fp16, output staging rows and barriers (216 KiB), one block an SM. matmul_forward and
@@ -60,7 +59,7 @@ ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREAD
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
-WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take 256x128 wgmma tiles (measured there)
+WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
 
 TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
                "attention_backward")

@@ -9,7 +9,8 @@ The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh)
 (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the three take matmul_hopper.cuh's
 warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
-of 128x64 + 256x64 fp16, output staging rows and barriers (216 KiB), one block an SM. matmul_forward and
+of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers (216 KiB), one block an
+SM. matmul_forward and
 matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
 tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1, 2, 4 or 8 ways in whole
 clusters (wide_split_count: the fewest waves of clusters), each block summing at least WIDE_MIN_K of K (measured on
@@ -48,9 +49,10 @@ HOPPER_THREADS = 384  # matmul_hopper.cuh: MM_HOP_THREADS
 HOPPER_BK = 64        # the k-extent of a stage (MM_HOP_BK)
 HOPPER_STAGES = 3     # matmul_hopper.cuh: MM_HOP_STAGES
 HOPPER_OUT_LD = 288   # matmul_hopper.cuh: MM_HOP_OUT_LD
-# its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, then a full and an empty
-# mbarrier (8 bytes each) a stage
-HOPPER_SHARED = HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + HOPPER_STAGES * 2 * 8
+# its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, two TMA tensor maps being
+# encoded (128 bytes each), then a full and an empty mbarrier (8 bytes each) a stage
+HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128
+                 + HOPPER_STAGES * 2 * 8)
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
 MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
 SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)

@@ -6,9 +6,11 @@
 // its stores leave the tensor cores idle, and 64x128 products read the B tile from shared memory once per 64 rows;
 // at gpt2's shapes they ran at 0.4-0.74 of cuBLAS (bench/kernel_ab.py, H200, 2026-12-01). A block here is three
 // warpgroups:
-//   warpgroup 0, the producer, copies k-tiles into a ring of MM_HOP_STAGES shared stages (cp.async, in matmul.cuh's
-//     swizzled layouts), waiting on a stage's `empty` barrier before it refills it; each thread's copies arrive
-//     on the stage's `full` barrier when they land (cp.async.mbarrier.arrive.noinc);
+//   warpgroup 0, the producer, copies k-tiles into a ring of MM_HOP_STAGES shared stages (in matmul.cuh's swizzled
+//     layouts, which are the TMA unit's 128-byte swizzle), waiting on a stage's `empty` barrier before it refills
+//     it: one thread issues the stage's TMA copies (tensor maps the block encodes itself, below), which complete
+//     the stage's `full` barrier by their bytes; operands that are not 16-byte rows (no TMA) are stored by all 128
+//     threads (matmul.cuh's element-wise loads), each arriving on `full`;
 //   warpgroups 1 and 2, the consumers, multiply each tile together, 64 rows each on m64n256k16 (the widest wgmma:
 //     its A read once for 256 columns), waiting on `full`, releasing a stage on `empty` once the products that
 //     read it are done.
@@ -49,35 +51,82 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
         "r"(parity)
         : "memory");
 }
-// The executing thread's cp.async copies issued so far arrive on the barrier once they have landed (no count added).
+// The executing thread arrives on the barrier once its cp.async copies so far have landed (no count added; after
+// plain shared stores, at once).
 __device__ __forceinline__ void mbar_arrive_cp_async(unsigned long long* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
-// The producer's copy of one operand's k-tile (mm_load's tiles and layouts): each of its 128 threads walks one
-// column of 16-byte chunks with one pointer, so its registers stay few (mm_load's unrolled addresses, hoisted out
-// of the k loop, had the producer spill).
-template <int R, int BK, bool KMAJOR>
-__device__ __forceinline__ void hop_load(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax, int K,
-                                         int ld, bool vec) {
-    constexpr int CH = KMAJOR ? BK / 8 : R / 8;  // chunks a shared row
-    constexpr int ROWS = KMAJOR ? R : BK;        // shared rows
-    constexpr int STEP = 128 / CH;               // shared rows a pass of the producer's threads covers
-    static_assert(128 % CH == 0 && ROWS % STEP == 0, "the producer's chunks tile the stage");
-    if (!vec) {
-        mm_load_elementwise<R, BK, 128, KMAJOR, true>(s, g, r0, k0, Rmax, K, ld);
-        return;
-    }
-    const int tid = threadIdx.x, row0 = tid / CH, c = tid % CH;
-    const int gr = KMAJOR ? r0 + row0 : r0 + c * 8, gk = KMAJOR ? k0 + c * 8 : k0 + row0;
-    const __half* p = g + (KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr);
-    const size_t step = (size_t)STEP * ld;
-#pragma unroll 4
-    for (int i = 0; i < ROWS / STEP; ++i, p += step) {
-        const int row = row0 + i * STEP;
-        const bool ok = KMAJOR ? gr + i * STEP < Rmax && gk < K : gr < Rmax && gk + i * STEP < K;
-        cp_async16(s + (KMAJOR ? swz<CH>(row, c) : mn_atom<BK>(row, c)), ok ? p : g, ok);
-    }
+// The TMA unit's copies (sm_90a) read a tensor map (CUtensorMap: 128 opaque bytes) from global memory. A block
+// encodes its two maps itself, as cuTensorMapEncodeTiled would on the host: tensormap.replace on 128 zeroed bytes
+// of shared memory (every field a 2-D tile map has), then one warp's fenced copy into its SM's slot here. So a
+// launch's parameter block stays the catalog's pointers and sizes, and the maps follow the arena wherever it lies.
+// One slot an SM (%smid): a block holds more than half an SM's shared memory, so no two blocks share an SM, and the
+// TMA copies of a block are all complete before it ends.
+struct __align__(128) HopMap {
+    unsigned long long bytes[16];
+};
+constexpr int HOP_MAP_SLOTS = 256;  // more than any card's SM ids
+__device__ HopMap hop_maps[HOP_MAP_SLOTS][2];
+
+__device__ __forceinline__ unsigned sm_id() {
+    unsigned id;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(id));
+    return id;
+}
+
+// The map of fp16 matrix g ([rows][ld], its first `cols` of a row used), copied in boxes of box_cols x box_rows into
+// the 128-byte swizzle, zeros past the matrix's edges; encoded in `tmp` (shared) and published to `dst` by the
+// calling warp (all 32 lanes).
+__device__ __forceinline__ void hop_encode_map(HopMap* dst, HopMap* tmp, const __half* g, int cols, int rows, int ld,
+                                               int box_cols, int box_rows) {
+    const int lane = threadIdx.x & 31;
+    const unsigned t = smem_u32(tmp), one = 1;
+    reinterpret_cast<unsigned*>(tmp)[lane] = 0u;
+    __syncwarp();
+    if (lane == 0)
+        asm volatile(
+            "tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;\n"
+            "tensormap.replace.tile.rank.shared::cta.b1024.b32 [%0], %7;\n"  // rank - 1
+            "tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 0, %2;\n"
+            "tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %3;\n"
+            "tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %4;\n"
+            "tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %5;\n"
+            "tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %6;\n"  // bytes, rows 1..
+            "tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 0, %7;\n"
+            "tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, %7;\n"
+            "tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%0], 6;\n"      // .f16
+            "tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%0], 3;\n"  // 128 B
+            ::"r"(t), "l"(g), "r"(box_cols), "r"(box_rows), "r"(cols), "r"(rows), "l"((unsigned long long)ld * 2),
+            "r"(one)
+            : "memory");  // interleave none, fill zeros: the zeroed fields
+    __syncwarp();
+    asm volatile(
+        "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;\n" ::"l"(
+            dst),
+        "r"(t)
+        : "memory");
+}
+// The issuing thread's view of a map published above (and no stale copy of its slot's previous map).
+__device__ __forceinline__ void hop_acquire_map(const HopMap* map) {
+    asm volatile(
+        "fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n"
+        "cp.async.bulk.commit_group;\n"  // then an empty bulk wait: ptxas otherwise may not order the fence (Triton's
+        "cp.async.bulk.wait_group.read 0;\n" ::"l"(map)  // TMA lowering carries the same workaround)
+        : "memory");
+}
+// One box of a map at element coordinates (x: within a row, y: the row) into shared dst; its bytes complete bar.
+__device__ __forceinline__ void tma_load(void* dst, const HopMap* map, int x, int y, unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+            "r"(smem_u32(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(smem_u32(bar))
+        : "memory");
+}
+// The executing thread arrives on bar and adds `bytes` to the transfers its phase waits for.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
 }
 
 // Asynchronous bulk copies from shared to global memory (the TMA unit, no tensor map: contiguous bytes, 16-byte
@@ -138,10 +187,12 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
 }
 
 // The shared memory of a block: STAGES stages of A (128 x 64) and B (256 x 64) tiles, then the consumers' output
-// staging rows (the weight gradient: its 1 KiB of fp16 ones there), then the full and empty barriers.
+// staging rows (the weight gradient: its 1 KiB of fp16 ones there), the two tensor maps being encoded, then the full
+// and empty barriers.
 struct HopSmem {
     __half* stages;
     __half* staging;
+    HopMap* maps;
     unsigned long long* full;
     unsigned long long* empty;
 };
@@ -150,14 +201,33 @@ __device__ __forceinline__ HopSmem hop_smem() {
     HopSmem m;
     m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
     m.staging = m.stages + MM_HOP_STAGES * (128 + 256) * MM_HOP_BK;
-    m.full = reinterpret_cast<unsigned long long*>(m.staging + 2 * 64 * MM_HOP_OUT_LD);
+    m.maps = reinterpret_cast<HopMap*>(m.staging + 2 * 64 * MM_HOP_OUT_LD);
+    m.full = reinterpret_cast<unsigned long long*>(m.maps + 2);
     m.empty = m.full + MM_HOP_STAGES;
     return m;
 }
 
+// The producer warpgroup's start: with TMA (vec), warp 0 encodes the operands' maps into this SM's slot and returns
+// it to thread 0, the one that issues the copies; the warpgroup's other threads get nullptr and have nothing to do.
+// Without TMA every thread copies (cp.async), and gets the slot unused.
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ const HopMap* hop_producer_maps(const HopSmem& m, const __half* A, const __half* B, int M,
+                                                           int Nn, int K, int lda, int ldb, bool vec) {
+    HopMap* slot = hop_maps[sm_id() % HOP_MAP_SLOTS];
+    if (!vec) return slot;
+    if (threadIdx.x >= 32) return nullptr;
+    // a K-major operand's box is a whole tile (64 of k by its rows); an MN-major one's a 64 x 64 swizzle column
+    hop_encode_map(&slot[0], &m.maps[0], A, AK ? K : M, AK ? M : K, lda, 64, AK ? 128 : 64);
+    hop_encode_map(&slot[1], &m.maps[1], B, BK_MAJOR ? K : Nn, BK_MAJOR ? Nn : K, ldb, 64, BK_MAJOR ? 256 : 64);
+    if (threadIdx.x != 0) return nullptr;
+    hop_acquire_map(&slot[0]);
+    hop_acquire_map(&slot[1]);
+    return slot;
+}
+
 // The producer's part of one tile: k-tiles kt0 .. kt0 + KT - 1 of tile (tm, tn) into the ring, from its position g.
 template <bool AK, bool BK_MAJOR>
-__device__ __forceinline__ void hop_produce(const HopSmem& m, const __half* __restrict__ A,
+__device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps, const __half* __restrict__ A,
                                             const __half* __restrict__ B, int tm, int tn, int kt0, int KT, int M,
                                             int Nn, int K, int lda, int ldb, bool vec, int& g) {
     constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
@@ -165,8 +235,23 @@ __device__ __forceinline__ void hop_produce(const HopSmem& m, const __half* __re
         const int st = g % MM_HOP_STAGES;
         mbar_wait(&m.empty[st], ((g / MM_HOP_STAGES) & 1) ^ 1);
         __half* sA = m.stages + st * (BM + BN) * BK;
-        hop_load<BM, BK, AK>(sA, A, tm * BM, kt * BK, M, K, lda, vec);
-        hop_load<BN, BK, BK_MAJOR>(sA + BM * BK, B, tn * BN, kt * BK, Nn, K, ldb, vec);
+        __half* sB = sA + BM * BK;
+        if (vec) {  // past the edges the boxes fill zeros, and count their bytes
+            mbar_expect_tx(&m.full[st], (BM + BN) * BK * 2);
+            if (AK)
+                tma_load(sA, &maps[0], kt * BK, tm * BM, &m.full[st]);
+            else
+#pragma unroll
+                for (int j = 0; j < BM / 64; ++j) tma_load(sA + j * 64 * BK, &maps[0], tm * BM + j * 64, kt * BK, &m.full[st]);
+            if (BK_MAJOR)
+                tma_load(sB, &maps[1], kt * BK, tn * BN, &m.full[st]);
+            else
+#pragma unroll
+                for (int j = 0; j < BN / 64; ++j) tma_load(sB + j * 64 * BK, &maps[1], tn * BN + j * 64, kt * BK, &m.full[st]);
+            continue;
+        }
+        mm_load_elementwise<BM, BK, 128, AK, true>(sA, A, tm * BM, kt * BK, M, K, lda);
+        mm_load_elementwise<BN, BK, 128, BK_MAJOR, true>(sB, B, tn * BN, kt * BK, Nn, K, ldb);
         mbar_arrive_cp_async(&m.full[st]);  // once this thread's copies so far have landed
     }
 }
@@ -211,10 +296,12 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
     if (lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
 }
 
-__device__ __forceinline__ void hop_init_barriers(const HopSmem& m) {
+__device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec) {
     if (threadIdx.x == 0) {
         for (int s = 0; s < MM_HOP_STAGES; ++s) {
-            mbar_init(&m.full[s], 128);  // every producer thread, once its copies of the stage have landed
+            // TMA: the issuing thread (and the bytes it expects); cp.async: every producer thread, once its copies
+            // of the stage have landed
+            mbar_init(&m.full[s], vec ? 1 : 128);
             mbar_init(&m.empty[s], 8);   // the eight consumer warps, once their products have read it
         }
     }
@@ -232,16 +319,18 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
     const int KT = (K + BK - 1) / BK;
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
-    hop_init_barriers(m);
+    hop_init_barriers(m, vec);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
 
     if (wg == 0) {  // the producer: stage g of the block's sequence is k-tile g % KT of slot g / KT
+        const HopMap* maps = hop_producer_maps<AK, BK_MAJOR>(m, A, B, M, Nn, K, lda, ldb, vec);
+        if (maps == nullptr) return;
         int g = 0;
         for (int s = 0; s < slots; ++s) {
             int tm, tn;
             mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
-            hop_produce<AK, BK_MAJOR>(m, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, vec, g);
+            hop_produce<AK, BK_MAJOR>(m, maps, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, vec, g);
         }
         return;
     }
@@ -320,16 +409,17 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
     const int KT = idle ? 0 : (int)((long long)KT_ALL * (split + 1) / S) - kt0;
     const bool bias_sum = dbias != nullptr && tn == 0;
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
-    hop_init_barriers(m);
+    hop_init_barriers(m, vec);
     if (tid < 256) reinterpret_cast<unsigned*>(m.staging)[tid] = 0x3C003C00u;  // 1 KiB of fp16 1.0
     fence_proxy_async();  // the ones, visible to the tensor cores
     __syncthreads();
 
     float* part = reinterpret_cast<float*>(m.stages);  // [BM][LD] partial sums, then [BM] dbias partials
     float* bias_part = part + BM * LD;
-    if (wg == 0 && KT > 0) {
+    if (wg == 0 && KT > 0) {  // the producer's threads without copies to issue go on to the cluster barriers
+        const HopMap* maps = hop_producer_maps<AK, BK_MAJOR>(m, A, B, M, Nn, K, lda, ldb, vec);
         int g = 0;
-        hop_produce<AK, BK_MAJOR>(m, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
+        if (maps != nullptr) hop_produce<AK, BK_MAJOR>(m, maps, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
     } else if (wg > 0 && !idle) {
         const int c = wg - 1;
         float acc[32][4], bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};

@@ -257,10 +257,11 @@ __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps
 }
 
 // Consumer c's part of one tile: acc += its 64 rows of A times B over the KT k-tiles from ring position g, and,
-// when bias_sum, bias_acc += A times a 16x8 tile of ones (the rows' sums, dbias, on the tensor cores).
-template <bool AK, bool BK_MAJOR>
+// when BIAS_SUM, bias_acc += A times a 16x8 tile of ones (the rows' sums, dbias, on the tensor cores). A template
+// argument, not a flag: a wgmma under a branch had ptxas fence the products around it (C7519) in every block.
+template <bool AK, bool BK_MAJOR, bool BIAS_SUM>
 __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, float (&acc)[32][4],
-                                            float (&bias_acc)[1][4], bool bias_sum, int& g) {
+                                            float (&bias_acc)[1][4], int& g) {
     constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     const int lane = threadIdx.x & 31;
     int kt = 0;
@@ -280,7 +281,7 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
                                                   : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
             wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
             // every element of the ones tile is 1, so its layout is immaterial: no swizzle, 8-row cores
-            if (bias_sum) wgmma_m64n8k16<AK ? 0 : 1, 0>(bias_acc, a, wg_desc(m.staging, 128, 256, 0));
+            if (BIAS_SUM) wgmma_m64n8k16<AK ? 0 : 1, 0>(bias_acc, a, wg_desc(m.staging, 128, 256, 0));
         }
         wg_commit();
         wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
@@ -353,7 +354,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
             acc[f][0] = acc[f][2] = b0;
             acc[f][1] = acc[f][3] = b1;
         }
-        hop_consume<AK, BK_MAJOR>(m, c, KT, acc, unused_bias_sum, false, g);
+        hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, unused_bias_sum, g);
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out) {
@@ -429,7 +430,10 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
             for (int e = 0; e < 4; ++e) acc[f][e] = 0.f;
         if (KT > 0) {
             int g = 0;
-            hop_consume<AK, BK_MAJOR>(m, c, KT, acc, bias_acc, bias_sum, g);
+            if (bias_sum)
+                hop_consume<AK, BK_MAJOR, true>(m, c, KT, acc, bias_acc, g);
+            else
+                hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, bias_acc, g);
         }
         consumers_sync();     // both consumers' products are done reading the stages,
         fence_proxy_async();  // ... which their partials now overwrite

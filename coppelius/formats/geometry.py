@@ -48,10 +48,10 @@ WIDE_CLUSTERS = 15
 HOPPER_THREADS = 384  # matmul_hopper.cuh: MM_HOP_THREADS
 HOPPER_BK = 64        # the k-extent of a stage (MM_HOP_BK)
 HOPPER_STAGES = 3     # matmul_hopper.cuh: MM_HOP_STAGES
-HOPPER_OUT_LD = 288   # matmul_hopper.cuh: MM_HOP_OUT_LD
+HOPPER_OUT_LD = 264   # matmul_hopper.cuh: MM_HOP_OUT_LD
 # its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, two TMA tensor maps being
-# encoded (128 bytes each), then a full and an empty mbarrier (8 bytes each) a stage
-HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128
+# encoded (128 bytes each), two tiles' 256 fp16 bias values, then a full and an empty mbarrier (8 bytes each) a stage
+HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128 + 2 * 256 * 2
                  + HOPPER_STAGES * 2 * 8)
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
 MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)

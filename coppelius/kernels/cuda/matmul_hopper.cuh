@@ -32,7 +32,8 @@ namespace coptc {
 constexpr int MM_HOP_THREADS = 384;  // a producer and two consumer warpgroups (formats/geometry.py: HOPPER_THREADS)
 constexpr int MM_HOP_STAGES = 3;     // shared stages of 128x64 + 256x64 fp16 (48 KiB each) (HOPPER_STAGES)
 constexpr int MM_HOP_BK = 64;        // the k-extent of a stage (HOPPER_BK)
-constexpr int MM_HOP_OUT_LD = 288;   // halves a row of a consumer's 64x256 output staging (+64 bytes: no conflicts)
+constexpr int MM_HOP_OUT_LD = 264;  // halves a row of a consumer's 64x256 output staging (+16 bytes: 8 rows of an
+                                    // 8x8 matrix in 8 distinct bank groups, stmatrix without conflicts)
 
 // mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
@@ -144,55 +145,48 @@ __device__ __forceinline__ void consumer_sync(int c) { asm volatile("bar.sync %0
 // Named barrier 3: the 256 threads of both consumers.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 
+// Four 8x8 fp16 matrices into shared memory from the mma accumulator layout: register j of lane l holds matrix j's
+// pair (row l / 4, columns 2 (l % 4), +1); lane l gives the address of row l % 8 of matrix l / 8 (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(row)), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
 // A consumer's results rounded to fp16: the thread's rows `row` and row + 8 (of its warp's 16), the 8F columns from
-// n0 (global). STAGED: into the consumer's staging rows (dst, ld; `row` local) for its bulk copies, 16 bytes a
-// store: the four lanes of a quad (one row, a pair of each fragment's 8 columns each) trade their pairs in two
-// rounds of shuffles, a 4x4 transpose, so that lane q holds fragment 4j + q's 8 columns (a warp's store writes 8
-// rows of 64 contiguous bytes). Else (an output that takes no 16-byte rows): pairs to out (dst = out, ld = Nn, `row`
-// global). The same roundings either way.
+// n0 (global). STAGED: into the consumer's staging rows (dst, ld; `row` local, columns from 0) for its bulk copies,
+// two fragments' 16 x 16 a stmatrix. Else (an output that takes no 16-byte rows): pairs to out (dst = out, ld = Nn,
+// `row` global). The same roundings either way.
 template <bool STAGED, int F>
 __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc)[F][4], int row, int n0, int M, int Nn,
                                           bool pair_ok) {
-    const int q = threadIdx.x & 3;
+    const int lane = threadIdx.x & 31, q = lane & 3;
+    if (STAGED) {  // matrix j of a stmatrix: fragment f + j / 2, its rows 8 (j % 2) ..
+        const int mat = lane >> 3;
+        __half* p = dst + (row - (lane >> 2) + (mat & 1) * 8 + (lane & 7)) * ld + (mat >> 1) * 8;
 #pragma unroll
-    for (int j = 0; j < F / 4; ++j) {
+        for (int f = 0; f < F; f += 2)
+            stmatrix_x4(p + f * 8, pack_half2(acc[f][0], acc[f][1]), pack_half2(acc[f][2], acc[f][3]),
+                        pack_half2(acc[f + 1][0], acc[f + 1][1]), pack_half2(acc[f + 1][2], acc[f + 1][3]));
+        return;
+    }
+#pragma unroll
+    for (int f = 0; f < F; ++f)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-            const int r = row + e * 8;
-            if (!STAGED) {
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-                    const int col = n0 + (4 * j + t) * 8 + 2 * q;
-                    if (r < M)
-                        mm_store_pair(dst + (size_t)r * ld + col, col, Nn, acc[4 * j + t][2 * e],
-                                      acc[4 * j + t][2 * e + 1], false, pair_ok);
-                }
-                continue;
-            }
-            unsigned v[4];
-#pragma unroll
-            for (int t = 0; t < 4; ++t)
-                v[t] = pack_half2(acc[4 * j + t][2 * e], acc[4 * j + t][2 * e + 1]);
-#pragma unroll
-            for (int m = 2; m >= 1; m >>= 1)
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-                    if (t & m) continue;
-                    const unsigned y = __shfl_xor_sync(0xffffffffu, (q & m) ? v[t] : v[t ^ m], m);
-                    if (q & m) v[t] = y; else v[t ^ m] = y;
-                }
-            *reinterpret_cast<uint4*>(dst + r * ld + 32 * j + 8 * q) = make_uint4(v[0], v[1], v[2], v[3]);
+            const int r = row + e * 8, col = n0 + f * 8 + 2 * q;
+            if (r < M) mm_store_pair(dst + (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false, pair_ok);
         }
-    }
 }
 
 // The shared memory of a block: STAGES stages of A (128 x 64) and B (256 x 64) tiles, then the consumers' output
-// staging rows (the weight gradient: its 1 KiB of fp16 ones there), the two tensor maps being encoded, then the full
-// and empty barriers.
+// staging rows (the weight gradient: its 1 KiB of fp16 ones there), the two tensor maps being encoded, two tiles' 256
+// bias values (fp16 pairs), then the full and empty barriers.
 struct HopSmem {
     __half* stages;
     __half* staging;
     HopMap* maps;
+    unsigned* bias;
     unsigned long long* full;
     unsigned long long* empty;
 };
@@ -202,7 +196,8 @@ __device__ __forceinline__ HopSmem hop_smem() {
     m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
     m.staging = m.stages + MM_HOP_STAGES * (128 + 256) * MM_HOP_BK;
     m.maps = reinterpret_cast<HopMap*>(m.staging + 2 * 64 * MM_HOP_OUT_LD);
-    m.full = reinterpret_cast<unsigned long long*>(m.maps + 2);
+    m.bias = reinterpret_cast<unsigned*>(m.maps + 2);
+    m.full = reinterpret_cast<unsigned long long*>(m.bias + 2 * 128);
     m.empty = m.full + MM_HOP_STAGES;
     return m;
 }
@@ -336,25 +331,41 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         return;
     }
 
-    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
     const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out);
+    // The sums start from bias[n] (else 0). A tile's 256 values are read from global memory by consumer 0 under the
+    // previous tile's products (thread t the pair 2t, 2t + 1, held in one register) and put in shared memory after
+    // them, in the buffer of the tile's slot parity, so that no tile waits for their loads.
+    auto bias_pair = [&](int slot) -> unsigned {
+        int tm, tn;
+        mm_tile_of((int)blockIdx.x + slot * (int)gridDim.x, tilesM, tilesN, tm, tn);
+        const int col = tn * BN + 2 * ctid;
+        return pack_half2(col < Nn ? __half2float(bias[col]) : 0.f, col + 1 < Nn ? __half2float(bias[col + 1]) : 0.f);
+    };
+    if (bias != nullptr && c == 0) m.bias[ctid] = bias_pair(0);
     int g = 0;
     for (int s = 0; s < slots; ++s) {
         int tm, tn;
         mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
-        // the sums start from bias[n] (else 0): loaded here, into the accumulators, it takes no registers of its own
-        // (added after the products, its 64 loads a thread had the epilogue spill)
         float acc[32][4], unused_bias_sum[1][4];
+        if (bias != nullptr) {
+            consumers_sync();  // this tile's bias is in shared memory, the one before it read
+            const __half2* pairs = reinterpret_cast<const __half2*>(m.bias + (s & 1) * 128);
 #pragma unroll
-        for (int f = 0; f < 32; ++f) {
-            const int col = tn * BN + f * 8 + (lane & 3) * 2;
-            const float b0 = bias != nullptr && col < Nn ? __half2float(bias[col]) : 0.f;
-            const float b1 = bias != nullptr && col + 1 < Nn ? __half2float(bias[col + 1]) : 0.f;
-            acc[f][0] = acc[f][2] = b0;
-            acc[f][1] = acc[f][3] = b1;
+            for (int f = 0; f < 32; ++f) {
+                const float2 b = __half22float2(pairs[f * 4 + (lane & 3)]);
+                acc[f][0] = acc[f][2] = b.x;
+                acc[f][1] = acc[f][3] = b.y;
+            }
+        } else {
+#pragma unroll
+            for (int f = 0; f < 32; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
         }
+        const bool prefetch = bias != nullptr && c == 0 && s + 1 < slots;
+        const unsigned next_bias = prefetch ? bias_pair(s + 1) : 0u;
         hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, unused_bias_sum, g);
+        if (prefetch) m.bias[((s + 1) & 1) * 128 + ctid] = next_bias;
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out) {

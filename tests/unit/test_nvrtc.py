@@ -40,7 +40,8 @@ def test_ptxas_keeps_every_wgmma_asynchronous_and_the_wide_matmuls_unspilled():
     """ptxas serializes every wgmma of a kernel when an instruction may read the accumulators before their wait
     (C7514: it cost matmul_backward_input its overlap once, docs/notes/gpu-speed.md, third session), when one
     defines them while a product is in flight (C7515: attention_backward's loops had a zero-trip path), or when
-    a pipeline crosses a call (C7510)."""
+    a pipeline crosses a call (C7510); and it fences the products around a wgmma that sits under a branch (C7519:
+    dbias's m64n8k16 under `if` slowed every weight gradient by 5-16%, sixth session)."""
     report = nvrtc.ptxas_report("sm_90")
     spills, kernel = {}, None
     for line in report.splitlines():
@@ -51,6 +52,8 @@ def test_ptxas_keeps_every_wgmma_asynchronous_and_the_wide_matmuls_unspilled():
     print({k: spills[k] for k in sorted(spills) if k.startswith("matmul")})
     serialized = [line for line in report.splitlines() if "serialized" in line]
     assert not serialized, serialized[0]
+    fenced = [line for line in report.splitlines() if "C7519" in line and "'matmul_" in line]
+    assert not fenced, fenced[0]
     assert spills["matmul_forward"] == 0 and spills["matmul_backward_input"] == 0
 
 

@@ -103,8 +103,8 @@ __device__ __forceinline__ void hop_encode_map(HopMap* dst, HopMap* tmp, const _
             : "memory");  // interleave none, fill zeros: the zeroed fields
     __syncwarp();
     asm volatile(
-        "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;\n" ::"l"(
-            dst),
+        "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned"
+        " [%0], [%1], 128;\n" ::"l"(dst),
         "r"(t)
         : "memory");
 }
@@ -119,8 +119,8 @@ __device__ __forceinline__ void hop_acquire_map(const HopMap* map) {
 // One box of a map at element coordinates (x: within a row, y: the row) into shared dst; its bytes complete bar.
 __device__ __forceinline__ void tma_load(void* dst, const HopMap* map, int x, int y, unsigned long long* bar) {
     asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
-            "r"(smem_u32(dst)),
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_u32(dst)),
         "l"(map), "r"(x), "r"(y), "r"(smem_u32(bar))
         : "memory");
 }
@@ -175,7 +175,8 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int r = row + e * 8, col = n0 + f * 8 + 2 * q;
-            if (r < M) mm_store_pair(dst + (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false, pair_ok);
+            if (r < M)
+                mm_store_pair(dst + (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false, pair_ok);
         }
 }
 
@@ -204,7 +205,7 @@ __device__ __forceinline__ HopSmem hop_smem() {
 
 // The producer warpgroup's start: with TMA (vec), warp 0 encodes the operands' maps into this SM's slot and returns
 // it to thread 0, the one that issues the copies; the warpgroup's other threads get nullptr and have nothing to do.
-// Without TMA every thread copies (cp.async), and gets the slot unused.
+// Without TMA every thread stores element-wise, and gets the slot unused.
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ const HopMap* hop_producer_maps(const HopSmem& m, const __half* A, const __half* B, int M,
                                                            int Nn, int K, int lda, int ldb, bool vec) {
@@ -237,12 +238,14 @@ __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps
                 tma_load(sA, &maps[0], kt * BK, tm * BM, &m.full[st]);
             else
 #pragma unroll
-                for (int j = 0; j < BM / 64; ++j) tma_load(sA + j * 64 * BK, &maps[0], tm * BM + j * 64, kt * BK, &m.full[st]);
+                for (int j = 0; j < BM / 64; ++j)
+                    tma_load(sA + j * 64 * BK, &maps[0], tm * BM + j * 64, kt * BK, &m.full[st]);
             if (BK_MAJOR)
                 tma_load(sB, &maps[1], kt * BK, tn * BN, &m.full[st]);
             else
 #pragma unroll
-                for (int j = 0; j < BN / 64; ++j) tma_load(sB + j * 64 * BK, &maps[1], tn * BN + j * 64, kt * BK, &m.full[st]);
+                for (int j = 0; j < BN / 64; ++j)
+                    tma_load(sB + j * 64 * BK, &maps[1], tn * BN + j * 64, kt * BK, &m.full[st]);
             continue;
         }
         mm_load_elementwise<BM, BK, 128, AK, true>(sA, A, tm * BM, kt * BK, M, K, lda);

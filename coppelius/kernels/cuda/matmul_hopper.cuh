@@ -221,6 +221,18 @@ __device__ __forceinline__ const HopMap* hop_producer_maps(const HopSmem& m, con
     return slot;
 }
 
+// One operand's k-tile (rows r0.., k from k0) by TMA into shared s: a K-major operand's box is the whole R x 64 tile,
+// an MN-major one's R / 64 boxes of 64 x 64 (its swizzle columns, mn_atom's layout).
+template <int R, bool KMAJOR>
+__device__ __forceinline__ void hop_tma_tile(__half* s, const HopMap* map, int r0, int k0, unsigned long long* bar) {
+    if (KMAJOR) {
+        tma_load(s, map, k0, r0, bar);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < R / 64; ++j) tma_load(s + j * 64 * MM_HOP_BK, map, r0 + j * 64, k0, bar);
+}
+
 // The producer's part of one tile: k-tiles kt0 .. kt0 + KT - 1 of tile (tm, tn) into the ring, from its position g.
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps, const __half* __restrict__ A,
@@ -234,18 +246,8 @@ __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps
         __half* sB = sA + BM * BK;
         if (vec) {  // past the edges the boxes fill zeros, and count their bytes
             mbar_expect_tx(&m.full[st], (BM + BN) * BK * 2);
-            if (AK)
-                tma_load(sA, &maps[0], kt * BK, tm * BM, &m.full[st]);
-            else
-#pragma unroll
-                for (int j = 0; j < BM / 64; ++j)
-                    tma_load(sA + j * 64 * BK, &maps[0], tm * BM + j * 64, kt * BK, &m.full[st]);
-            if (BK_MAJOR)
-                tma_load(sB, &maps[1], kt * BK, tn * BN, &m.full[st]);
-            else
-#pragma unroll
-                for (int j = 0; j < BN / 64; ++j)
-                    tma_load(sB + j * 64 * BK, &maps[1], tn * BN + j * 64, kt * BK, &m.full[st]);
+            hop_tma_tile<BM, AK>(sA, &maps[0], tm * BM, kt * BK, &m.full[st]);
+            hop_tma_tile<BN, BK_MAJOR>(sB, &maps[1], tn * BN, kt * BK, &m.full[st]);
             continue;
         }
         mm_load_elementwise<BM, BK, 128, AK, true>(sA, A, tm * BM, kt * BK, M, K, lda);

@@ -6,9 +6,8 @@ tree's cubin (NVRTC for the card) and from any `--cubin NAME=PATH` given: cubins
 launch geometry (formats/geometry.py), which is how kernel variants are A/B'd in one device call (a cubin whose
 kernels want more shared memory than this tree's geometry gives them runs past it: CUDA_ERROR_ILLEGAL_ADDRESS).
 They are launched with the plan's geometry by the GPU tests' driver-API harness (tests/gpu/test_tensor_cores_gpu.py).
-The peer is
-PyTorch on the same card: torch.addmm / matmul on fp16 (cuBLAS) and scaled_dot_product_attention with is_causal
-(its flash kernel; backward = forward and backward together minus forward). Every time is the mean of 20 calls
+The peer is PyTorch on the same card: torch.addmm / matmul on fp16 (cuBLAS) and scaled_dot_product_attention with
+is_causal (its flash kernel; backward = forward and backward together minus forward). Every time is the mean of 20 calls
 between CUDA events after 3 warm-up calls. Prints a table (ms, TFLOP/s, PyTorch's time over this tree's: above 1
 is faster than the peer) and writes bench/results/kernels-DATE.json.
   python bench/kernel_ab.py [--cubin NAME=PATH ...] [--out DIR]

@@ -10,8 +10,7 @@ The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh)
 matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the three take matmul_hopper.cuh's
 warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
 of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers (216 KiB), one block an
-SM. matmul_forward and
-matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
+SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
 tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1, 2, 4 or 8 ways in whole
 clusters (wide_split_count: the fewest waves of clusters), each block summing at least WIDE_MIN_K of K (measured on
 the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes 128x128

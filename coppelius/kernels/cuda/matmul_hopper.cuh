@@ -32,8 +32,8 @@ namespace coptc {
 constexpr int MM_HOP_THREADS = 384;  // a producer and two consumer warpgroups (formats/geometry.py: HOPPER_THREADS)
 constexpr int MM_HOP_STAGES = 3;     // shared stages of 128x64 + 256x64 fp16 (48 KiB each) (HOPPER_STAGES)
 constexpr int MM_HOP_BK = 64;        // the k-extent of a stage (HOPPER_BK)
-constexpr int MM_HOP_OUT_LD = 264;  // halves a row of a consumer's 64x256 output staging (+16 bytes: 8 rows of an
-                                    // 8x8 matrix in 8 distinct bank groups, stmatrix without conflicts)
+constexpr int MM_HOP_OUT_LD = 264;  // halves a row of a consumer's 64x256 output staging (HOPPER_OUT_LD; +16 bytes:
+                                    // an 8x8 matrix's 8 rows in 8 bank groups, stmatrix without conflicts)
 
 // mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {

@@ -62,8 +62,8 @@ ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
 
-TENSOR_CORE = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
-               "attention_backward")
+TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_weight",
+               "attention_forward", "attention_backward")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -90,7 +90,7 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
         grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
     elif kernel == "layernorm_backward":  # column blocks, then row blocks
         grid = [_cdiv(s["C"], LAYERNORM_COLUMNS) + _cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
-    elif kernel in ("crossentropy_forward", "crossentropy_backward", "argmax_forward"):
+    elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward", "argmax_forward"):
         grid = [max(1, s["N"]), 1, 1]
     elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):
         grid = [_cdiv(s["N"], PACK * THREADS), 1, 1]
@@ -119,7 +119,7 @@ def encoder_segment_length(N: int, segments: int) -> int:
 def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:
     """(M, Nn, K) of the GEMM a matmul kernel computes: out[M, Nn] = sum over K."""
     N, C, OC = int(s["N"]), int(s["C"]), int(s["OC"])
-    if kernel == "matmul_forward":
+    if kernel in ("matmul_forward", "matmul_forward_gelu"):
         return N, OC, C
     if kernel == "matmul_backward_input":
         return N, C, OC

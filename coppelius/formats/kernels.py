@@ -37,6 +37,10 @@ CATALOG = (
     Kernel(15, "matmul_forward", (("out", "f16*", "w"), ("inp", "f16*", "r"), ("weight", "f16*", "r"),
                                   ("bias", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
                                   ("OC", "i32", None))),
+    # out = the matmul_forward above; out_gelu = gelu(out), computed from out's fp16 values
+    Kernel(19, "matmul_forward_gelu", (("out", "f16*", "w"), ("out_gelu", "f16*", "w"), ("inp", "f16*", "r"),
+                                       ("weight", "f16*", "r"), ("bias", "f16*", "r"), ("N", "i32", None),
+                                       ("C", "i32", None), ("OC", "i32", None))),
     Kernel(13, "matmul_backward_input", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
                                          ("N", "i32", None), ("C", "i32", None), ("OC", "i32", None))),
     # dweight = dout^T inp (+ dweight when accumulate is 1: then dweight is rw); dbias = column sums of dout
@@ -61,6 +65,10 @@ CATALOG = (
     Kernel(5, "crossentropy_backward", (("dlogits", "f16*", "w"), ("logits", "f16*", "r"),
                                         ("targets", "i32*", "r"), ("N", "i32", None), ("V", "i32", None),
                                         ("Vp", "i32", None), ("scale", "f32", None))),
+    # crossentropy_forward's losses and crossentropy_backward's dlogits from one read of the logits
+    Kernel(18, "crossentropy_forward_backward", (("losses", "f32*", "w"), ("dlogits", "f16*", "w"),
+                                                 ("logits", "f16*", "r"), ("targets", "i32*", "r"), ("N", "i32", None),
+                                                 ("V", "i32", None), ("Vp", "i32", None), ("scale", "f32", None))),
     Kernel(1, "argmax_forward", (("predictions", "i32*", "w"), ("logits", "f16*", "r"), ("N", "i32", None),
                                  ("V", "i32", None), ("Vp", "i32", None))),
     # flag = 1 if any gradient is not finite (the piece zeroes flag first); no atomics: every writer writes 1
@@ -111,8 +119,8 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
         return {**big, "mean": N, "rstd": N, "weight": C, "bias": C, "dweight": C, "dbias": C}
     if kernel.startswith("matmul"):
         N, C, OC = s["N"], s["C"], s["OC"]
-        return {"out": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "weight": OC * C, "dweight": OC * C,
-                "bias": OC, "dbias": OC}
+        return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "weight": OC * C,
+                "dweight": OC * C, "bias": OC, "dbias": OC}
     if kernel.startswith("attention"):
         B, T, C, NH = s["B"], s["T"], s["C"], s["NH"]
         return {"out": B * T * C, "dout": B * T * C, "qkv": B * T * 3 * C, "dqkv": B * T * 3 * C, "lse": B * NH * T}

@@ -6,12 +6,12 @@
 
 #include "kernels.h"
 
-// Sorted by name: the index is the kernel id the launch table carries.
+// The index is the kernel id the launch table carries: the first 18 sorted by name, then in the order added.
 enum {
     ADAMW, ARGMAX_FORWARD, ATTENTION_BACKWARD, ATTENTION_FORWARD, CAST_HALF, CROSSENTROPY_BACKWARD,
     CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
-    RESIDUAL_FORWARD,
+    RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -50,6 +50,11 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                            {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
     {"nonfinite_check", 3, {{"flag", I32_PTR}, {"grads", F16_PTR}, {"N", I32_SCALAR}}},
     {"residual_forward", 4, {{"out", F16_PTR}, {"inp1", F16_PTR}, {"inp2", F16_PTR}, {"N", I32_SCALAR}}},
+    {"crossentropy_forward_backward", 8, {{"losses", F32_PTR}, {"dlogits", F16_PTR}, {"logits", F16_PTR},
+                                          {"targets", I32_PTR}, {"N", I32_SCALAR}, {"V", I32_SCALAR},
+                                          {"Vp", I32_SCALAR}, {"scale", F32_SCALAR}}},
+    {"matmul_forward_gelu", 8, {{"out", F16_PTR}, {"out_gelu", F16_PTR}, {"inp", F16_PTR}, {"weight", F16_PTR},
+                                {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -137,8 +142,9 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "weight", C), set_extent(args, elements, "bias", C);
         set_extent(args, elements, "dweight", C), set_extent(args, elements, "dbias", C);
         break;
-    case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT:
+    case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT: case MATMUL_FORWARD_GELU:
         set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
+        set_extent(args, elements, "out_gelu", N * OC);
         set_extent(args, elements, "inp", N * C), set_extent(args, elements, "dinp", N * C);
         set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
         set_extent(args, elements, "bias", OC), set_extent(args, elements, "dbias", OC);
@@ -153,7 +159,7 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "qkv", B * T * 3 * C), set_extent(args, elements, "dqkv", B * T * 3 * C);
         set_extent(args, elements, "lse", B * NH * T);
         break;
-    case CROSSENTROPY_FORWARD: case CROSSENTROPY_BACKWARD: case ARGMAX_FORWARD:
+    case CROSSENTROPY_FORWARD: case CROSSENTROPY_BACKWARD: case CROSSENTROPY_FORWARD_BACKWARD: case ARGMAX_FORWARD:
         if (V <= 0 || V > Vp) {
             snprintf(error, error_bytes, "%s: V is %lld, not in 1..Vp (%lld)", abi->name, (long long)V, (long long)Vp);
             return -1;
@@ -179,7 +185,8 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     for (int i = 0; i < abi->count; i++) {
         if (!param_is_pointer(abi->params[i].kind)) continue;
         uint64_t address = args->address[i];
-        int nullable = (args->kernel == MATMUL_FORWARD && strcmp(abi->params[i].name, "bias") == 0) ||
+        int nullable = ((args->kernel == MATMUL_FORWARD || args->kernel == MATMUL_FORWARD_GELU) &&
+                        strcmp(abi->params[i].name, "bias") == 0) ||
                        (args->kernel == MATMUL_BACKWARD_WEIGHT && strcmp(abi->params[i].name, "dbias") == 0);
         if (address == 0 && nullable) continue;
         uint64_t bytes = (uint64_t)elements[i] * (uint64_t)param_element_bytes(abi->params[i].kind);
@@ -214,6 +221,10 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case MATMUL_FORWARD: matmul_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
     case NONFINITE_CHECK: nonfinite_check(p[0], p[1], I(2)); break;
     case RESIDUAL_FORWARD: residual_forward(p[0], p[1], p[2], I(3)); break;
+    case CROSSENTROPY_FORWARD_BACKWARD:
+        crossentropy_forward_backward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), F(7));
+        break;
+    case MATMUL_FORWARD_GELU: matmul_forward_gelu(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7)); break;
     }
 #undef I
 #undef F

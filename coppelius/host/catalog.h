@@ -1,13 +1,13 @@
-// catalog.h: the kernel ABI of coppelius/plan/kernels.py in C: each kernel's parameters in
+// catalog.h: the kernel ABI of coppelius/formats/kernels.py in C: each kernel's parameters in
 // order, their kinds, their offsets in the parameter block (natural alignment: pointers 8
-// bytes, scalars 4), and the number of elements each pointer covers. Kernel ids are the
-// catalog's names in sorted order (coppelius/realize/encode.py); tests/unit/test_host_kernels.py
-// holds this table equal to the Python catalog.
+// bytes, scalars 4), and the number of elements each pointer covers. Kernel ids 0-17 are the
+// first catalog's names in sorted order, later kernels take the next free ids;
+// tests/unit/test_host_kernels.py holds this table equal to the Python catalog.
 #ifndef COPPELIUS_CATALOG_H
 #define COPPELIUS_CATALOG_H
 #include <stdint.h>
 
-enum { KERNEL_COUNT = 18, MAX_PARAMS = 12 };
+enum { KERNEL_COUNT = 20, MAX_PARAMS = 12 };
 typedef enum { F16_PTR, F32_PTR, I32_PTR, I32_SCALAR, U32_SCALAR, F32_SCALAR } param_kind;
 
 typedef struct {

@@ -29,6 +29,9 @@ void layernorm_backward(half* dinp, half* dweight, half* dbias, const half* dout
 void matmul_forward(half* out, const half* inp, const half* weight, const half* bias, int N, int C, int OC);
 // dinp (N,C) = dout (N,OC) @ weight (OC,C)
 void matmul_backward_input(half* dinp, const half* dout, const half* weight, int N, int C, int OC);
+// out as matmul_forward; out_gelu (N,OC) = gelu(out), from out's fp16 values
+void matmul_forward_gelu(half* out, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
+                         int C, int OC);
 // dweight (OC,C) = dout^T @ inp (+ dweight when accumulate); dbias (OC) = column sums of dout (if not null)
 void matmul_backward_weight(half* dweight, half* dbias, const half* dout, const half* inp, int N, int C, int OC,
                             uint32_t accumulate);
@@ -45,6 +48,9 @@ void crossentropy_forward(float* losses, const half* logits, const int32_t* targ
 // dlogits (N,Vp) = (softmax - onehot) * scale in the first V columns, zero in the padding
 void crossentropy_backward(half* dlogits, const half* logits, const int32_t* targets, int N, int V, int Vp,
                            float scale);
+// losses as crossentropy_forward and dlogits as crossentropy_backward
+void crossentropy_forward_backward(float* losses, half* dlogits, const half* logits, const int32_t* targets, int N,
+                                   int V, int Vp, float scale);
 // predictions (N) = first index of the row maximum among the first V columns
 void argmax_forward(int32_t* predictions, const half* logits, int N, int V, int Vp);
 // *flag = 1 when any of grads (N) is not finite (never written otherwise)

@@ -1,5 +1,5 @@
-// loss.c: crossentropy_forward, crossentropy_backward, argmax_forward (kernels.h); items are
-// rows of logits (N, Vp), of which the first V columns are real tokens.
+// loss.c: crossentropy_forward, crossentropy_backward, crossentropy_forward_backward, argmax_forward
+// (kernels.h); items are rows of logits (N, Vp), of which the first V columns are real tokens.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,34 +36,20 @@ static float softmax_terms(float* z, float* e, const half* row, int V) {
     return sum_f(e, V);
 }
 
-// losses[n] = log(sum exp z) - z[target]
-static void forward_range(void* context, long start, long end) {
+// Per row: losses[n] = log(sum exp z) - z[target] when job->losses; when job->dlogits,
+// dlogits[n] = (e / sum(e) - onehot(target)) * scale, padding columns 0. One softmax serves both.
+static void rows_range(void* context, long start, long end) {
     const loss_job* job = context;
+    const char* kernel = !job->dlogits ? "crossentropy_forward"
+                         : job->losses ? "crossentropy_forward_backward" : "crossentropy_backward";
     float* z = row_buffer(job->V);
     float* e = z + job->V;
     for (long n = start; n < end; n++) {
         int target = job->targets[n];
-        check_target("crossentropy_forward", n, target, job->V);
+        check_target(kernel, n, target, job->V);
         float total = softmax_terms(z, e, job->logits + n * job->Vp, job->V);
-        job->losses[n] = logf(total) - z[target];
-    }
-    free(z);
-}
-
-void crossentropy_forward(float* losses, const half* logits, const int32_t* targets, int N, int V, int Vp) {
-    loss_job job = {losses, NULL, NULL, logits, targets, V, Vp, 0.0f};
-    parallel_for(N, 4, forward_range, &job);
-}
-
-// dlogits[n] = (e / sum(e) - onehot(target)) * scale; padding columns 0
-static void backward_range(void* context, long start, long end) {
-    const loss_job* job = context;
-    float* z = row_buffer(job->V);
-    float* e = z + job->V;
-    for (long n = start; n < end; n++) {
-        int target = job->targets[n];
-        check_target("crossentropy_backward", n, target, job->V);
-        float total = softmax_terms(z, e, job->logits + n * job->Vp, job->V);
+        if (job->losses) job->losses[n] = logf(total) - z[target];
+        if (!job->dlogits) continue;
         half* d = job->dlogits + n * job->Vp;
         for (int j = 0; j < job->V; j++)
             d[j] = float_to_half((e[j] / total - (j == target ? 1.0f : 0.0f)) * job->scale);
@@ -72,10 +58,21 @@ static void backward_range(void* context, long start, long end) {
     free(z);
 }
 
+void crossentropy_forward(float* losses, const half* logits, const int32_t* targets, int N, int V, int Vp) {
+    loss_job job = {losses, NULL, NULL, logits, targets, V, Vp, 0.0f};
+    parallel_for(N, 4, rows_range, &job);
+}
+
 void crossentropy_backward(half* dlogits, const half* logits, const int32_t* targets, int N, int V, int Vp,
                            float scale) {
     loss_job job = {NULL, dlogits, NULL, logits, targets, V, Vp, scale};
-    parallel_for(N, 4, backward_range, &job);
+    parallel_for(N, 4, rows_range, &job);
+}
+
+void crossentropy_forward_backward(float* losses, half* dlogits, const half* logits, const int32_t* targets, int N,
+                                   int V, int Vp, float scale) {
+    loss_job job = {losses, dlogits, NULL, logits, targets, V, Vp, scale};
+    parallel_for(N, 4, rows_range, &job);
 }
 
 // the first index of the maximum, a NaN counting as the maximum (numpy's argmax)

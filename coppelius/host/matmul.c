@@ -1,4 +1,5 @@
-// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight (kernels.h).
+// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight and matmul_forward_gelu
+// (kernels.h).
 //
 // All three are one product, out[r][m] = bias[m] + sum_k a[r][k] * b[k][m], over float32 copies
 // of the fp16 operands:
@@ -132,6 +133,12 @@ void matmul_backward_input(half* dinp, const half* dout, const half* weight, int
     halves_to_floats_parallel(b, weight, (long)OC * C);
     product_job job = {dinp, a, OC, 1, b, NULL, OC, C, 0};
     product(&job, N);
+}
+
+void matmul_forward_gelu(half* out, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
+                         int C, int OC) {
+    matmul_forward(out, inp, weight, bias, N, C, OC);
+    gelu_forward(out_gelu, out, N * OC);
 }
 
 typedef struct { half* dbias; const float* dout; int N, OC; } bias_job;

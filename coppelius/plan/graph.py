@@ -95,9 +95,8 @@ class Step:
             p.launch("residual_forward", out=self.act("residual2", l), inp1=residual, inp2=self.act("attproj", l), N=N * C)
             p.launch("layernorm_forward", out=self.act("ln2", l), mean=self.act("ln2_mean", l), rstd=self.act("ln2_rstd", l),
                      inp=self.act("residual2", l), weight=w("ln2w", l), bias=w("ln2b", l), N=N, C=C)
-            p.launch("matmul_forward", out=self.act("fch", l), inp=self.act("ln2", l), weight=w("fcw", l),
-                     bias=w("fcb", l), N=N, C=C, OC=4 * C)
-            p.launch("gelu_forward", out=self.act("fch_gelu", l), inp=self.act("fch", l), N=N * 4 * C)
+            p.launch("matmul_forward_gelu", out=self.act("fch", l), out_gelu=self.act("fch_gelu", l),
+                     inp=self.act("ln2", l), weight=w("fcw", l), bias=w("fcb", l), N=N, C=C, OC=4 * C)
             p.launch("matmul_forward", out=self.act("fcproj", l), inp=self.act("fch_gelu", l), weight=w("fcprojw", l),
                      bias=w("fcprojb", l), N=N, C=4 * C, OC=C)
             p.launch("residual_forward", out=self.act("residual3", l), inp1=self.act("residual2", l),
@@ -106,9 +105,9 @@ class Step:
                  inp=self.act("residual3", L - 1), weight=w("lnfw"), bias=w("lnfb"), N=N, C=C)
         p.launch("matmul_forward", out=self.at("logits"), inp=self.at("lnf"), weight=w("wte"), bias=None,
                  N=N, C=C, OC=self.Vp)
-        p.launch("crossentropy_forward", losses=self.at("losses"), logits=self.at("logits"), targets=self.at("targets"),
-                 N=N, V=self.V, Vp=self.Vp)
-        if with_predictions:
+        if with_predictions:  # the training step's losses come with its gradient (backward)
+            p.launch("crossentropy_forward", losses=self.at("losses"), logits=self.at("logits"),
+                     targets=self.at("targets"), N=N, V=self.V, Vp=self.Vp)
             p.launch("argmax_forward", predictions=self.at("predictions"), logits=self.at("logits"),
                      N=N, V=self.V, Vp=self.Vp)
 
@@ -117,8 +116,8 @@ class Step:
         w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
         g = lambda name, l=None: self.param("grads", name, l)  # noqa: E731
         scale = nearest_f32(Fraction(self.learner.loss_scale, N))
-        p.launch("crossentropy_backward", dlogits=self.at("dlogits"), logits=self.at("logits"), targets=self.at("targets"),
-                 N=N, V=self.V, Vp=self.Vp, scale=f32_word(scale))
+        p.launch("crossentropy_forward_backward", losses=self.at("losses"), dlogits=self.at("dlogits"),
+                 logits=self.at("logits"), targets=self.at("targets"), N=N, V=self.V, Vp=self.Vp, scale=f32_word(scale))
         p.launch("matmul_backward_weight", dweight=g("wte"), dbias=None, dout=self.at("dlogits"), inp=self.at("lnf"),
                  N=N, C=C, OC=self.Vp, accumulate=0)
         p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),

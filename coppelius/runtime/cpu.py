@@ -60,6 +60,11 @@ def matmul_backward_input(dinp, dout, weight, N, C, OC):
     dinp[:] = (f32(dout).reshape(N, OC) @ f32(weight).reshape(OC, C)).ravel()
 
 
+def matmul_forward_gelu(out, out_gelu, inp, weight, bias, N, C, OC):
+    matmul_forward(out, inp, weight, bias, N, C, OC)
+    gelu_forward(out_gelu, out, N * OC)
+
+
 def matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC, accumulate):
     g = f32(dout).reshape(N, OC)
     dw = (g.T @ f32(inp).reshape(N, C)).ravel()
@@ -96,6 +101,11 @@ def crossentropy_forward(losses, logits, targets, N, V, Vp):
 
 def crossentropy_backward(dlogits, logits, targets, N, V, Vp, scale):
     dlogits[:] = ref.crossentropy_backward(f32(logits).reshape(N, Vp), targets, V, scale).ravel()
+
+
+def crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, Vp, scale):
+    crossentropy_forward(losses, logits, targets, N, V, Vp)
+    crossentropy_backward(dlogits, logits, targets, N, V, Vp, scale)
 
 
 def argmax_forward(predictions, logits, N, V, Vp):

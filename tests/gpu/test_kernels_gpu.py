@@ -301,6 +301,7 @@ def test_crossentropy(card, rng, V, Vp):
     got, want = run(card, "crossentropy_forward", losses=np.zeros(N, np.float32), logits=logits, targets=targets,
                     N=N, V=V, Vp=Vp)
     compare("crossentropy_forward", "losses", got["losses"], want["losses"], rel=1e-5, atol=1e-6)
+    losses = got["losses"]
     scale = np.float32(1024.0 / N)
     got, want = run(card, "crossentropy_backward", dlogits=half(rng, N * Vp), logits=logits, targets=targets,
                     N=N, V=V, Vp=Vp, scale=scale)
@@ -308,6 +309,11 @@ def test_crossentropy(card, rng, V, Vp):
     assert not d[:, V:].any(), "padding columns must be exactly 0"
     # softmax divides by a sum of V terms added in another order: a few fp16 ulp
     compare("crossentropy_backward", "dlogits", got["dlogits"], want["dlogits"], ulps=2)
+    # the fused kernel of the training step: the bits of the two above
+    fused, _ = run(card, "crossentropy_forward_backward", losses=np.zeros(N, np.float32), dlogits=half(rng, N * Vp),
+                   logits=logits, targets=targets, N=N, V=V, Vp=Vp, scale=scale)
+    assert fused["dlogits"].tobytes() == got["dlogits"].tobytes(), "fused dlogits differ from crossentropy_backward's"
+    assert fused["losses"].tobytes() == losses.tobytes(), "fused losses differ from crossentropy_forward's"
 
 
 @pytest.mark.parametrize("V, Vp", [(1000, 1024), (77, 77)])

@@ -28,14 +28,15 @@ import pytest
 import coppelius
 from coppelius.kernels import reference as ref
 from coppelius.formats.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, param_layout
-from coppelius.formats.geometry import tensor_core_geometry
+from coppelius.formats.geometry import geometry
 from coppelius.runtime import cpu
 
 pytestmark = pytest.mark.gpu
 
 SOURCES = Path(coppelius.__file__).resolve().parent / "kernels" / "cuda"
-TC_KERNELS = ("matmul_forward", "matmul_backward_input", "matmul_backward_weight", "attention_forward",
-              "attention_backward")
+TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_weight",
+              "attention_forward", "attention_backward")
+UNFUSED = ("gelu_forward",)  # what matmul_forward_gelu's epilogue fuses, launched to compare bits
 TOL_FP16 = 2e-3
 TOL_ATTN_BWD = 4e-3
 TOL_LSE_ABS = 1e-3
@@ -73,7 +74,7 @@ class Gpu:
         self.cubin = cubin if cubin is not None else compile_cubin(self.arch)[0]
         self.compile_s = time.time() - t
         self.module = _ck(driver.cuModuleLoadData(self.cubin))
-        self.fn = {k: _ck(driver.cuModuleGetFunction(self.module, k.encode())) for k in TC_KERNELS}
+        self.fn = {k: _ck(driver.cuModuleGetFunction(self.module, k.encode())) for k in TC_KERNELS + UNFUSED}
         self.buffers = []
 
     def alloc(self, nbytes: int) -> int:
@@ -106,7 +107,7 @@ class Gpu:
         """A function that launches kernel with args (pointer parameters as device addresses, None for
         null; scalars as numbers): the parameter block packed once, as the catalog's param_layout says."""
         scalars = {n: args[n] for n, kind in KERNELS[kernel] if kind not in PTR_KINDS}
-        grid, block, shared = tensor_core_geometry(kernel, scalars, self.arch)
+        grid, block, shared = geometry(kernel, scalars, self.arch)
         layout, size = param_layout(kernel)
         blob = bytearray(size)
         for name, kind, offset in layout:
@@ -267,6 +268,7 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
         cpu.matmul_backward_input(c_out, dout.ravel(), weight.ravel(), N, C, OC)
         c_out = c_out.reshape(N, C)
     compare(f"bwd_input {tag}", res["dinp"].reshape(N, C)[r], g64[r] @ w64, TOL_FP16, c_out)
+    _gelu_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w, "bias": p_b}, r, tag)
 
     for accumulate in (0, 1):
         res = run_twice(g, "matmul_backward_weight", {"dweight": p_dw, "dbias": p_db, "dout": p_dout,
@@ -286,6 +288,24 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
                                                   **sc, "accumulate": 0}, {"dweight": (p_dw, np.float16, OC * C)})
     compare(f"bwd_weight {tag} nobias", res["dweight"].reshape(OC, C)[oc], g64[:, oc].T @ x64, TOL_FP16)
     g.free_all()
+
+
+def _gelu_epilogue(g, N, C, OC, p: dict, r, tag):
+    """matmul_forward_gelu gives the bits of the unfused launches it replaces (matmul_forward, then gelu_forward on
+    the GPU), and its gelu is the float64 gelu of the rounded products."""
+    sc = {"N": N, "C": C, "OC": OC}
+    p_out, p_gelu, p_want = g.alloc(N * OC * 2), g.alloc(N * OC * 2), g.alloc(N * OC * 2)
+    run_twice(g, "matmul_forward", {"out": p_out, "inp": p["inp"], "weight": p["weight"], "bias": p["bias"], **sc},
+              {"out": (p_out, np.float16, N * OC)})
+    g.launch("gelu_forward", {"out": p_want, "inp": p_out, "N": N * OC})
+    unfused = {"out": g.get(p_out, np.float16, N * OC), "out_gelu": g.get(p_want, np.float16, N * OC)}
+    fused = run_twice(g, "matmul_forward_gelu", {"out": p_out, "out_gelu": p_gelu, "inp": p["inp"],
+                                                 "weight": p["weight"], "bias": p["bias"], **sc},
+                      {"out": (p_out, np.float16, N * OC), "out_gelu": (p_gelu, np.float16, N * OC)})
+    for name in ("out", "out_gelu"):
+        assert fused[name].tobytes() == unfused[name].tobytes(), f"fwd_gelu {tag}: {name} differs from the unfused"
+    pre = fused["out"].reshape(N, OC)[r].astype(np.float64)
+    compare(f"fwd_gelu {tag}", fused["out_gelu"].reshape(N, OC)[r], ref.gelu_forward(pre), TOL_FP16)
 
 
 @pytest.mark.parametrize("N,C,OC", MATMUL_SHAPES)

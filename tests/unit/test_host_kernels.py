@@ -38,10 +38,12 @@ TOLERANCE = {
     "layernorm_forward": {"out": HALF_SUMS, "mean": FLOAT_SUMS, "rstd": FLOAT_SUMS},
     "layernorm_backward": {"dinp": HALF_SUMS, "dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "matmul_forward": {"out": HALF_SUMS}, "matmul_backward_input": {"dinp": HALF_SUMS},
+    "matmul_forward_gelu": {"out": HALF_SUMS, "out_gelu": HALF_SUMS},
     "matmul_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "attention_forward": {"out": HALF_SUMS, "lse": FLOAT_SUMS}, "attention_backward": {"dqkv": HALF_SUMS},
     "gelu_forward": {"out": HALF_SUMS}, "gelu_backward": {"dinp": HALF_SUMS},
     "crossentropy_forward": {"losses": FLOAT_SUMS}, "crossentropy_backward": {"dlogits": HALF_SUMS},
+    "crossentropy_forward_backward": {"losses": FLOAT_SUMS, "dlogits": HALF_SUMS},
 }
 
 
@@ -83,6 +85,10 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         return {"out": np.zeros(rows * out_width, np.float16), "inp": _half(rng, rows, width),
                 "weight": _half(rng, out_width, width, scale=0.2), "bias": _half(rng, out_width)}, \
             {"N": rows, "C": width, "OC": out_width}
+    if kernel == "matmul_forward_gelu":
+        return {"out": np.zeros(rows * out_width, np.float16), "out_gelu": np.zeros(rows * out_width, np.float16),
+                "inp": _half(rng, rows, width), "weight": _half(rng, out_width, width, scale=0.2),
+                "bias": _half(rng, out_width)}, {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_input":
         return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
                 "weight": _half(rng, out_width, width, scale=0.2)}, {"N": rows, "C": width, "OC": out_width}
@@ -114,6 +120,9 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
     if kernel == "crossentropy_backward":
         return {"dlogits": _half(rng, N, VP), "logits": logits, "targets": targets}, \
             {"N": N, "V": V, "Vp": VP, "scale": np.float32(1024 / N)}
+    if kernel == "crossentropy_forward_backward":
+        return {"losses": np.zeros(N, np.float32), "dlogits": _half(rng, N, VP), "logits": logits,
+                "targets": targets}, {"N": N, "V": V, "Vp": VP, "scale": np.float32(1024 / N)}
     if kernel == "argmax_forward":
         logits[3 * VP + 5] = logits[3 * VP + 9] = np.float16(60000)  # a tie: the first index wins
         return {"predictions": np.full(N, -1, np.int32), "logits": logits}, {"N": N, "V": V, "Vp": VP}

@@ -5,15 +5,11 @@
 #ifndef COPPELIUS_ELEMENTWISE_CUH
 #define COPPELIUS_ELEMENTWISE_CUH
 #include "common.cuh"
+#include "gelu.cuh"
 
 namespace cpl {
 
 __device__ __forceinline__ i64 pack_start() { return ((i64)blockIdx.x * THREADS + threadIdx.x) * PACK; }
-
-// The reference's constants, rounded to binary32 as numpy does (float32 arrays, Python scalars).
-constexpr float GELU_S = 0.7978845608028654f;         // sqrt(2/pi)
-constexpr float GELU_A = 0.044715f;
-constexpr float GELU_3A = (float)(3.0 * 0.044715);
 
 }  // namespace cpl
 
@@ -24,10 +20,7 @@ extern "C" __global__ void __launch_bounds__(256) gelu_forward(__half* out, cons
     const bool vec = aligned16(out) && aligned16(inp);
     Pack x = load_pack(inp, i, N, vec), y;
 #pragma unroll
-    for (int k = 0; k < PACK; ++k) {
-        const float v = x.v[k];
-        y.v[k] = 0.5f * v * (1.0f + tanhf(GELU_S * (v + GELU_A * v * v * v)));
-    }
+    for (int k = 0; k < PACK; ++k) y.v[k] = gelu_value(x.v[k]);
     store_pack(out, i, N, vec, y);
 }
 
@@ -39,13 +32,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const bool vec = aligned16(dinp) && aligned16(inp) && aligned16(dout);
     Pack x = load_pack(inp, i, N, vec), g = load_pack(dout, i, N, vec), y;
 #pragma unroll
-    for (int k = 0; k < PACK; ++k) {
-        const float v = x.v[k];
-        const float th = tanhf(GELU_S * (v + GELU_A * v * v * v));
-        const float sech2 = 1.0f - th * th;
-        const float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_S * (1.0f + GELU_3A * v * v);
-        y.v[k] = g.v[k] * local;
-    }
+    for (int k = 0; k < PACK; ++k) y.v[k] = g.v[k] * gelu_local(x.v[k]);
     store_pack(dinp, i, N, vec, y);
 }
 

@@ -1,4 +1,5 @@
-// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight.
+// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight, and the first with a
+// gelu in its epilogue (matmul_forward_gelu: MmEpilogue below).
 //
 // Parameters are the kernel catalog's (coppelius/formats/kernels.py), in its order; the launch
 // geometry is coppelius/formats/geometry.py's. fp16 in memory, fp32 accumulation on the
@@ -34,6 +35,7 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "gelu.cuh"
 #include "tensor_core.cuh"
 
 #ifndef COPPELIUS_TC_MATMUL
@@ -54,9 +56,35 @@ __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float 
         }
         *reinterpret_cast<__half2*>(o) = __floats2half2_rn(v0, v1);
     } else {
-        if (col < Nn) o[0] = __float2half_rn(v0 + (accumulate ? __half2float(o[0]) : 0.f));
-        if (col + 1 < Nn) o[1] = __float2half_rn(v1 + (accumulate ? __half2float(o[1]) : 0.f));
+        // (not + 0.f when not accumulating: that turns a -0 into +0, where the pair store keeps it)
+        if (col < Nn) o[0] = __float2half_rn(accumulate ? v0 + __half2float(o[0]) : v0);
+        if (col + 1 < Nn) o[1] = __float2half_rn(accumulate ? v1 + __half2float(o[1]) : v1);
     }
+}
+
+// What the epilogue does with the fp32 results (the catalog's matmuls): store them rounded (MM_PLAIN), or store them
+// and their gelu (computed from the rounded values, as gelu_forward would) to aux of out's shape [M][Nn]
+// (matmul_forward_gelu: aux = out_gelu).
+enum MmEpilogue { MM_PLAIN, MM_GELU };
+
+template <int EPI>
+__device__ __forceinline__ bool mm_pairs_ok(const __half* out, const __half* aux, int Nn) {
+    const size_t bits = reinterpret_cast<size_t>(out) | (EPI == MM_PLAIN ? 0 : reinterpret_cast<size_t>(aux));
+    return (Nn & 1) == 0 && (bits & 3) == 0;
+}
+
+// The epilogue of two results at element `at` = [row][col] of the outputs, col + 1 < Nn or not.
+template <int EPI>
+__device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_t at, int col, int Nn, float v0,
+                                                 float v1, bool accumulate, bool pair_ok) {
+    if (EPI == MM_PLAIN) {
+        mm_store_pair(out + at, col, Nn, v0, v1, accumulate, pair_ok);
+        return;
+    }
+    v0 = __half2float(__float2half_rn(v0));
+    v1 = __half2float(__float2half_rn(v1));
+    mm_store_pair(out + at, col, Nn, v0, v1, false, pair_ok);
+    mm_store_pair(aux + at, col, Nn, cpl::gelu_value(v0), cpl::gelu_value(v1), false, pair_ok);
 }
 
 // The column-tile / row-tile of a 1-D block index, in groups of 8 row tiles so that the blocks
@@ -129,15 +157,15 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
     }
 }
 
-// out[M,Nn] (leading dimension Nn) = A B (+ bias[n]) (+ out when accumulate); dbias[m] = sum_k A(m,k)
-// when dbias is given (only with A stored [K][M]). splits > 1 (only in a kernel launched in clusters
-// of that many blocks): when the grid holds `splits` blocks per tile, the blocks of a cluster share
-// one tile and split its K; a smaller grid (at least one block per tile) is not split.
-template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_MAJOR>
-__device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* __restrict__ A,
-                                        const __half* __restrict__ B, const __half* __restrict__ bias,
-                                        __half* __restrict__ dbias, int M, int Nn, int K, int lda, int ldb,
-                                        bool accumulate, bool vec, int splits) {
+// out[M,Nn] (leading dimension Nn) = A B (+ bias[n]) (+ out when accumulate), through epilogue EPI with aux;
+// dbias[m] = sum_k A(m,k) when dbias is given (only with A stored [K][M]). splits > 1 (only in a kernel
+// launched in clusters of that many blocks): when the grid holds `splits` blocks per tile, the blocks of a
+// cluster share one tile and split its K; a smaller grid (at least one block per tile) is not split.
+template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
+__device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __restrict__ aux,
+                                        const __half* __restrict__ A, const __half* __restrict__ B,
+                                        const __half* __restrict__ bias, __half* __restrict__ dbias, int M, int Nn,
+                                        int K, int lda, int ldb, bool accumulate, bool vec, int splits) {
     constexpr int NT = WM * WN * 32;
     constexpr int WTM = BM / WM, WTN = BN / WN;
     constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -302,10 +330,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         wg_fence_acc(acc);
     }
 #endif
-    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
+    const bool pair_ok = mm_pairs_ok<EPI>(out, aux, Nn);
 
 #if __CUDA_ARCH__ >= 900
-    if (splits > 1) {  // reduce the cluster's partial tiles, one band of warp rows (WTM rows) at a time
+    if (splits > 1) {  // reduce the cluster's partial tiles, one band of warp rows (WTM rows) at a time (EPI: plain)
         constexpr int LD = BN + 8;   // fp32 row stride of a band: conflict-free float2 fragment stores
         constexpr int VEC = BN / 4;  // float4s a row
         static_assert(WTM % MM_SPLITS == 0 && BM % MM_SPLITS == 0 && WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
@@ -368,8 +396,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, const __half* 
         for (int h = 0; h < 2; ++h) {
             const int row = m0 + frag_row(f) + (lane >> 2) + h * 8;
             if (row >= M) continue;
-            mm_store_pair(out + (size_t)row * Nn + col, col, Nn, acc[f][2 * h] + b0, acc[f][2 * h + 1] + b1,
-                          accumulate, pair_ok);
+            mm_epilogue_pair<EPI>(out, aux, (size_t)row * Nn + col, col, Nn, acc[f][2 * h] + b0,
+                                  acc[f][2 * h + 1] + b1, accumulate, pair_ok);
         }
     }
 }
@@ -381,25 +409,25 @@ namespace coptc {
 // The tile shapes; blockDim.x (planned by formats/geometry.py) says which. sm_90a: 384 threads are matmul_hopper.cuh's
 // warp-specialized tiles, persistent for the forward and the input gradient (A K-major), one tile a block split
 // over a cluster for the weight gradient.
-template <bool AK, bool BK_MAJOR>
-__device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const __half* B, const __half* bias,
-                                            __half* dbias, int M, int Nn, int K, int lda, int ldb, bool accumulate,
-                                            bool vec, int splits) {
+template <bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
+__device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __half* A, const __half* B,
+                                            const __half* bias, __half* dbias, int M, int Nn, int K, int lda, int ldb,
+                                            bool accumulate, bool vec, int splits) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (blockDim.x == MM_HOP_THREADS) {
         if constexpr (AK)
-            mm_hopper<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb, vec);
+            mm_hopper<AK, BK_MAJOR, EPI>(out, aux, A, B, bias, M, Nn, K, lda, ldb, vec);
         else
             mm_hopper_split<AK, BK_MAJOR>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
         return;
     }
 #endif
     if (blockDim.x == 256)
-        mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec,
-                                                         splits);
+        mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
+                                                              accumulate, vec, splits);
     else
-        mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR>(out, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate, vec,
-                                                       splits);
+        mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate,
+                                                            vec, splits);
 }
 
 }  // namespace coptc
@@ -416,14 +444,23 @@ __device__ __forceinline__ void mm_dispatch(__half* out, const __half* A, const 
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true>(out, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
+    coptc::mm_dispatch<true, true>(out, nullptr, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
+}
+
+// matmul_forward, and out_gelu = gelu(out)
+extern "C" __global__ void COPPELIUS_MM_BOUNDS
+    matmul_forward_gelu(__half* out, __half* out_gelu, const __half* inp, const __half* weight, const __half* bias,
+                        int N, int C, int OC) {
+    const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
+    coptc::mm_dispatch<true, true, coptc::MM_GELU>(out, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
+                                                   vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false>(dinp, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
+    coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
@@ -437,7 +474,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
-    coptc::mm_dispatch<false, false>(dweight, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0, vec,
-                                     coptc::MM_SPLITS);
+    coptc::mm_dispatch<false, false>(dweight, nullptr, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0,
+                                     vec, coptc::MM_SPLITS);
 }
 #endif  // COPPELIUS_TC_MATMUL

@@ -17,7 +17,8 @@
 // mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
 // next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
 // results are rounded into shared staging rows that the TMA unit copies out (cp.async.bulk) under the next tile's
-// products. mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
+// products (matmul_forward_gelu: the producer warpgroup's idle warps store the staged rows and their gelu instead).
+// mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
 // stored once: deterministic, independent of timing.
@@ -156,10 +157,10 @@ __device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1,
 // A consumer's results rounded to fp16: the thread's rows `row` and row + 8 (of its warp's 16), the 8F columns from
 // n0 (global). STAGED: into the consumer's staging rows (dst, ld; `row` local, columns from 0) for its bulk copies,
 // two fragments' 16 x 16 a stmatrix. Else (an output that takes no 16-byte rows): pairs to out (dst = out, ld = Nn,
-// `row` global). The same roundings either way.
-template <bool STAGED, int F>
+// `row` global) through epilogue EPI. The same roundings either way.
+template <bool STAGED, int F, int EPI = MM_PLAIN>
 __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc)[F][4], int row, int n0, int M, int Nn,
-                                          bool pair_ok) {
+                                          bool pair_ok, __half* aux = nullptr) {
     const int lane = threadIdx.x & 31, q = lane & 3;
     if (STAGED) {  // matrix j of a stmatrix: fragment f + j / 2, its rows 8 (j % 2) ..
         const int mat = lane >> 3;
@@ -176,7 +177,8 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
         for (int e = 0; e < 2; ++e) {
             const int r = row + e * 8, col = n0 + f * 8 + 2 * q;
             if (r < M)
-                mm_store_pair(dst + (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false, pair_ok);
+                mm_epilogue_pair<EPI>(dst, aux, (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false,
+                                      pair_ok);
         }
 }
 
@@ -308,11 +310,58 @@ __device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec) {
     }
 }
 
-// out[M,Nn] = A B (+ bias[n]); operand layouts as mm_tile's (AK: A stored [M][K], BK_MAJOR: B stored [Nn][K]).
-template <bool AK, bool BK_MAJOR>
-__device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half* __restrict__ A,
-                                          const __half* __restrict__ B, const __half* __restrict__ bias, int M,
-                                          int Nn, int K, int lda, int ldb, bool vec) {
+// Named barriers between consumer c and the finishers (hop_finish_gelu): ids 4 + c (its tile is staged) and 6 + c
+// (the finishers are done reading it), each of the consumer's 128 threads and the 96 finishers.
+constexpr int HOP_FINISHERS = 96;
+__device__ __forceinline__ void named_sync(int id) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
+}
+
+// MM_GELU finishes a consumer's staged tile (its rounded products, rows from m0, columns from n0) on the producer
+// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out, their
+// gelu to aux, 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
+__device__ __forceinline__ void hop_finish_gelu(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
+                                                int Nn) {
+    constexpr int CHUNKS = 64 * 32, BATCH = 4;  // 16-byte chunks of the 64 x 256 rows
+    const int ft = threadIdx.x - 32, chunks_in_row = min(256, Nn - n0) / 8;
+    for (int i0 = ft; i0 < CHUNKS; i0 += BATCH * HOP_FINISHERS) {
+        uint4 v[BATCH];
+        size_t at[BATCH];
+        bool ok[BATCH];
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            const int i = i0 + b * HOP_FINISHERS, r = i >> 5, ch = i & 31;
+            ok[b] = i < CHUNKS && m0 + r < M && ch < chunks_in_row;
+            at[b] = (size_t)(m0 + r) * Nn + n0 + ch * 8;
+            if (ok[b]) v[b] = *reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + ch * 8);
+        }
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            if (!ok[b]) continue;
+            *reinterpret_cast<uint4*>(out + at[b]) = v[b];
+            unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+                w[j] = pack_half2(cpl::gelu_value(a.x), cpl::gelu_value(a.y));
+            }
+            *reinterpret_cast<uint4*>(aux + at[b]) = v[b];
+        }
+    }
+}
+
+// out[M,Nn] = A B (+ bias[n]) through epilogue EPI with aux; operand layouts as mm_tile's (AK: A stored [M][K],
+// BK_MAJOR: B stored [Nn][K]). MM_GELU's epilogue (an exp and a reciprocal a value: in the consumers it cost about
+// as much as the products at K = 768, docs/notes/gpu-speed.md, seventh session) is finished by hop_finish_gelu's
+// warps under the next tile's products.
+template <bool AK, bool BK_MAJOR, int EPI>
+__device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __restrict__ aux,
+                                          const __half* __restrict__ A, const __half* __restrict__ B,
+                                          const __half* __restrict__ bias, int M, int Nn, int K, int lda, int ldb,
+                                          bool vec) {
     constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
@@ -320,11 +369,26 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
     const int KT = (K + BK - 1) / BK;
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
+    const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || aligned16(aux));
+    // the finishers are the producer's warps 1-3, idle only when its copies are the TMA unit's
+    const bool finished = EPI != MM_PLAIN && vec && vec_out;
     hop_init_barriers(m, vec);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
 
     if (wg == 0) {  // the producer: stage g of the block's sequence is k-tile g % KT of slot g / KT
+        if (finished && tid >= 32) {
+            for (int s = 0; s < slots; ++s) {
+                int tm, tn;
+                mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+                for (int c = 0; c < 2; ++c) {
+                    named_sync(4 + c);
+                    hop_finish_gelu(m.staging + c * 64 * MM_HOP_OUT_LD, out, aux, tm * BM + c * 64, tn * BN, M, Nn);
+                    if (s + 1 < slots) named_arrive(6 + c);
+                }
+            }
+            return;
+        }
         const HopMap* maps = hop_producer_maps<AK, BK_MAJOR>(m, A, B, M, Nn, K, lda, ldb, vec);
         if (maps == nullptr) return;
         int g = 0;
@@ -337,8 +401,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
     }
 
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
-    const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
-    const bool vec_out = (Nn & 7) == 0 && aligned16(out);
+    const bool pair_ok = mm_pairs_ok<EPI>(out, aux, Nn);
     // The sums start from bias[n] (else 0). A tile's 256 values are read from global memory by consumer 0 under the
     // previous tile's products (thread t the pair 2t, 2t + 1, held in one register) and put in shared memory after
     // them, in the buffer of the tile's slot parity, so that no tile waits for their loads.
@@ -373,28 +436,34 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, const __half
         if (prefetch) m.bias[((s + 1) & 1) * 128 + ctid] = next_bias;
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
-        if (!vec_out) {
-            hop_store<false>(out, Nn, acc, m0 + row, n0, M, Nn, pair_ok);
+        if (!vec_out || (EPI != MM_PLAIN && !finished)) {
+            hop_store<false, 32, EPI>(out, Nn, acc, m0 + row, n0, M, Nn, pair_ok, aux);
             continue;
         }
-        // 16-byte rows: staged in shared memory, then copied out by the TMA unit while the next tile's products run
+        // 16-byte rows: staged in shared memory, then copied out by the TMA unit (or finished by the finishers)
+        // while the next tile's products run
         __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
-        const int wtid = tid & 127;
+        if (finished) {
+            if (s > 0) named_sync(6 + c);  // the finishers are done with the previous tile's rows
+            hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, pair_ok);
+            named_arrive(4 + c);
+            continue;
+        }
         if (s > 0) {  // the previous tile's copies have read the staging rows
-            if (wtid < 64) bulk_wait_read();
+            if (ctid < 64) bulk_wait_read();
             consumer_sync(c);
         }
         hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, pair_ok);
         fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
         consumer_sync(c);
-        if (wtid < 64) {  // a row each
-            if (m0 + wtid < M)
-                bulk_store(out + (size_t)(m0 + wtid) * Nn + n0, stg + wtid * MM_HOP_OUT_LD,
+        if (ctid < 64) {  // a row each
+            if (m0 + ctid < M)
+                bulk_store(out + (size_t)(m0 + ctid) * Nn + n0, stg + ctid * MM_HOP_OUT_LD,
                            (unsigned)min(BN, Nn - n0) * 2);
             bulk_commit();
         }
     }
-    if (vec_out && (tid & 127) < 64) bulk_wait();  // every copy written before the block ends
+    if (vec_out && !finished && ctid < 64) bulk_wait();  // every copy written before the block ends
 }
 
 // The weight gradient, out[M,Nn] = A B (+ out when accumulate), dbias[m] = sum_k A(m,k) when dbias is given, with

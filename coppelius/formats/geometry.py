@@ -4,10 +4,11 @@ blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda
 tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
 holds them equal.
 
-The five tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
+The six tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward
 (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
-matmuls: a 1-D grid of output tiles. On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the three take matmul_hopper.cuh's
+matmuls: a 1-D grid of output tiles (matmul_forward_gelu's geometry is matmul_forward's). On the archs of
+WIDE_TILE_ARCHS (sm_90a's wgmma) the four take matmul_hopper.cuh's
 warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
 of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers (216 KiB), one block an
 SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
@@ -177,7 +178,7 @@ def wide_split_count(tiles: int, K: int) -> int:
 
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
-    """(grid, block, dynamic shared bytes) of one of the five tensor-core kernels' launches."""
+    """(grid, block, dynamic shared bytes) of one of the six tensor-core kernels' launches."""
     if kernel.startswith("matmul_"):
         M, Nn, K = matmul_shape(kernel, scalars)
         big = _cdiv(M, 128) * _cdiv(Nn, 128)

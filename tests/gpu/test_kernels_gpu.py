@@ -1,4 +1,4 @@
-"""The project's CUDA kernels (all but the five tensor-core ones) on a real card, against the cpu
+"""The project's CUDA kernels (all but the six tensor-core ones) on a real card, against the cpu
 device's numpy kernels on the same fp16 data.
 
 Each test draws fresh random inputs (the seed is printed), launches the kernel from the realized

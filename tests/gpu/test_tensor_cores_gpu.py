@@ -53,7 +53,7 @@ def _ck(result):
 
 
 class Gpu:
-    """One context, the five kernels loaded, and a few helpers over the driver API."""
+    """One context, the six kernels (and gelu_forward) loaded, and a few helpers over the driver API."""
 
     def __init__(self, cubin: bytes | None = None):
         from cuda.bindings import driver

@@ -35,8 +35,10 @@ PACK = 8                # fp16 values per thread in the element-wise kernels (co
 ENCODER_ROWS = 8        # vocabulary rows per encoder_backward block (encoder.cuh: eb::ROWS)
 ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
 ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
-ENCODER_SEGMENTS = 8    # up to ENCODER_SEGMENTED_VOCAB rows, encoder_backward sums a row's positions in this many
-ENCODER_SEGMENTED_VOCAB = 512  # segments, a warp each (eb::SEGMENTS, eb::SEGMENTED_VOCAB; host/encoder.c)
+ENCODER_SEGMENTS = 8    # runs of a dwte row's positions, a warp each (eb::SEGMENTS; host/encoder.c: SEGMENTS)
+ENCODER_SORT_TOKENS = 256  # vocabulary rows an encoder_sort block sorts (eb::TOKENS)
+ENCODER_SORT_THREADS = 1024  # threads of an encoder_sort block (eb::SORT_THREADS), the one kernel not of THREADS
+ENCODER_SPREAD_VOCAB = 512  # up to this many rows, encoder_backward gives each row a block (eb::SPREAD_VOCAB)
 LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
 LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
@@ -84,8 +86,10 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     s = scalars
     if kernel == "encoder_forward":
         grid = [_cdiv(s["B"] * s["T"] * s["C"], PACK * THREADS), 1, 1]
+    elif kernel == "encoder_sort":
+        return [_cdiv(s["Vp"], ENCODER_SORT_TOKENS), 1, 1], [ENCODER_SORT_THREADS, 1, 1], 0
     elif kernel == "encoder_backward":  # row-group blocks, then dwpe blocks; channel chunks in y
-        rows = ENCODER_ROWS // encoder_segments(s["Vp"])  # vocabulary rows a block
+        rows = 1 if s["Vp"] <= ENCODER_SPREAD_VOCAB else ENCODER_ROWS  # vocabulary rows a block
         grid = [_cdiv(s["Vp"], rows) + _cdiv(s["T"], ENCODER_POSITIONS), _cdiv(s["C"], ENCODER_CHUNK), 1]
     elif kernel == "layernorm_forward":
         grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
@@ -102,19 +106,12 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     return grid, [THREADS, 1, 1], 0
 
 
-def encoder_segments(Vp: int) -> int:
-    """How many position segments encoder_backward sums a dwte row in: ENCODER_SEGMENTS for a vocabulary of at most
-    ENCODER_SEGMENTED_VOCAB padded rows (a byte vocabulary: few rows, each hit by many positions, whose one warp
-    had been the kernel's floor), else 1. This is the order of the sum, which the cpu device (runtime/cpu.py), the
-    C host (host/encoder.c) and the CUDA kernel (encoder.cuh) all follow: segment s holds positions
-    [s * L, (s + 1) * L), L = encoder_segment_length(N, segments); each segment's sum runs in position order from
-    +0, and row v of dwte becomes dwte[v] + (((p_0 + p_1) + p_2) + ...), in segment order."""
-    return ENCODER_SEGMENTS if Vp <= ENCODER_SEGMENTED_VOCAB else 1
-
-
-def encoder_segment_length(N: int, segments: int) -> int:
-    """Positions of an encoder_backward segment: N / segments rounded up to whole packs of 8 (16-byte token loads)."""
-    return PACK * _cdiv(N, PACK * segments)
+def encoder_run_length(n: int) -> int:
+    """Positions in each run of a dwte row that n positions hold: ceil(n / ENCODER_SEGMENTS). This is the order of
+    encoder_backward's sums, which the cpu device (runtime/cpu.py), the C host (host/encoder.c) and the CUDA kernel
+    (encoder.cuh) all follow: the row's positions in ascending order fall in runs of this length, each run summed
+    in position order from +0, and row v of dwte becomes dwte[v] + (((r_0 + r_1) + r_2) + ...), in run order."""
+    return _cdiv(n, ENCODER_SEGMENTS)
 
 
 def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:

@@ -22,10 +22,13 @@ CATALOG = (
     Kernel(8, "encoder_forward", (("out", "f16*", "w"), ("tokens", "i32*", "r"), ("wte", "f16*", "r"),
                                   ("wpe", "f16*", "r"), ("B", "i32", None), ("T", "i32", None), ("C", "i32", None),
                                   ("Vp", "i32", None))),
-    # dwte += scatter-sum of dout by token; dwpe = sum of dout over the batch
+    # order = the positions grouped by token, each group ascending (a stable sort); first[v] = where token v's start
+    Kernel(20, "encoder_sort", (("order", "i32*", "w"), ("first", "i32*", "w"), ("tokens", "i32*", "r"),
+                                ("N", "i32", None), ("Vp", "i32", None))),
+    # dwte += scatter-sum of dout by token (the positions of encoder_sort's order); dwpe = sum of dout over the batch
     Kernel(7, "encoder_backward", (("dwte", "f16*", "rw"), ("dwpe", "f16*", "w"), ("dout", "f16*", "r"),
-                                   ("tokens", "i32*", "r"), ("B", "i32", None), ("T", "i32", None),
-                                   ("C", "i32", None), ("Vp", "i32", None))),
+                                   ("order", "i32*", "r"), ("first", "i32*", "r"), ("B", "i32", None),
+                                   ("T", "i32", None), ("C", "i32", None), ("Vp", "i32", None))),
     Kernel(12, "layernorm_forward", (("out", "f16*", "w"), ("mean", "f32*", "w"), ("rstd", "f32*", "w"),
                                      ("inp", "f16*", "r"), ("weight", "f16*", "r"), ("bias", "f16*", "r"),
                                      ("N", "i32", None), ("C", "i32", None))),
@@ -109,10 +112,12 @@ def access(kernel: str, name: str, scalars: dict) -> str:
 
 def extents(kernel: str, s: dict) -> dict[str, int]:
     """The number of elements each pointer parameter covers, from the scalar arguments."""
+    if kernel == "encoder_sort":
+        return {"order": s["N"], "tokens": s["N"], "first": s["Vp"] + 1}
     if kernel in ("encoder_forward", "encoder_backward"):
         B, T, C = s["B"], s["T"], s["C"]
         return {"tokens": B * T, "out": B * T * C, "dout": B * T * C, "wte": s["Vp"] * C, "dwte": s["Vp"] * C,
-                "wpe": T * C, "dwpe": T * C}
+                "wpe": T * C, "dwpe": T * C, "order": B * T, "first": s["Vp"] + 1}
     if kernel.startswith("layernorm"):
         N, C = s["N"], s["C"]
         big = {k: N * C for k in ("out", "inp", "dinp", "dout")}

@@ -11,7 +11,7 @@ enum {
     ADAMW, ARGMAX_FORWARD, ATTENTION_BACKWARD, ATTENTION_FORWARD, CAST_HALF, CROSSENTROPY_BACKWARD,
     CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
-    RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU,
+    RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU, ENCODER_SORT,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -30,8 +30,9 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                                   {"N", I32_SCALAR}, {"V", I32_SCALAR}, {"Vp", I32_SCALAR}, {"scale", F32_SCALAR}}},
     {"crossentropy_forward", 6, {{"losses", F32_PTR}, {"logits", F16_PTR}, {"targets", I32_PTR}, {"N", I32_SCALAR},
                                  {"V", I32_SCALAR}, {"Vp", I32_SCALAR}}},
-    {"encoder_backward", 8, {{"dwte", F16_PTR}, {"dwpe", F16_PTR}, {"dout", F16_PTR}, {"tokens", I32_PTR},
-                             {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"Vp", I32_SCALAR}}},
+    {"encoder_backward", 9, {{"dwte", F16_PTR}, {"dwpe", F16_PTR}, {"dout", F16_PTR}, {"order", I32_PTR},
+                             {"first", I32_PTR}, {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR},
+                             {"Vp", I32_SCALAR}}},
     {"encoder_forward", 8, {{"out", F16_PTR}, {"tokens", I32_PTR}, {"wte", F16_PTR}, {"wpe", F16_PTR},
                             {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"Vp", I32_SCALAR}}},
     {"gelu_backward", 4, {{"dinp", F16_PTR}, {"inp", F16_PTR}, {"dout", F16_PTR}, {"N", I32_SCALAR}}},
@@ -55,6 +56,8 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                                           {"Vp", I32_SCALAR}, {"scale", F32_SCALAR}}},
     {"matmul_forward_gelu", 8, {{"out", F16_PTR}, {"out_gelu", F16_PTR}, {"inp", F16_PTR}, {"weight", F16_PTR},
                                 {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
+    {"encoder_sort", 5, {{"order", I32_PTR}, {"first", I32_PTR}, {"tokens", I32_PTR}, {"N", I32_SCALAR},
+                         {"Vp", I32_SCALAR}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -135,6 +138,11 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "out", B * T * C), set_extent(args, elements, "dout", B * T * C);
         set_extent(args, elements, "wte", Vp * C), set_extent(args, elements, "dwte", Vp * C);
         set_extent(args, elements, "wpe", T * C), set_extent(args, elements, "dwpe", T * C);
+        set_extent(args, elements, "order", B * T), set_extent(args, elements, "first", Vp + 1);
+        break;
+    case ENCODER_SORT:
+        set_extent(args, elements, "order", N), set_extent(args, elements, "tokens", N);
+        set_extent(args, elements, "first", Vp + 1);
         break;
     case LAYERNORM_FORWARD: case LAYERNORM_BACKWARD:
         for (int i = 0; i < abi->count; i++) if (param_is_pointer(abi->params[i].kind)) elements[i] = N * C;
@@ -210,7 +218,7 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case CAST_HALF: cast_half(p[0], p[1], I(2)); break;
     case CROSSENTROPY_BACKWARD: crossentropy_backward(p[0], p[1], p[2], I(3), I(4), I(5), F(6)); break;
     case CROSSENTROPY_FORWARD: crossentropy_forward(p[0], p[1], p[2], I(3), I(4), I(5)); break;
-    case ENCODER_BACKWARD: encoder_backward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7)); break;
+    case ENCODER_BACKWARD: encoder_backward(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7), I(8)); break;
     case ENCODER_FORWARD: encoder_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7)); break;
     case GELU_BACKWARD: gelu_backward(p[0], p[1], p[2], I(3)); break;
     case GELU_FORWARD: gelu_forward(p[0], p[1], I(2)); break;
@@ -225,6 +233,7 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
         crossentropy_forward_backward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), F(7));
         break;
     case MATMUL_FORWARD_GELU: matmul_forward_gelu(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7)); break;
+    case ENCODER_SORT: encoder_sort(p[0], p[1], p[2], I(3), I(4)); break;
     }
 #undef I
 #undef F

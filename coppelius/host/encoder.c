@@ -36,19 +36,12 @@ void encoder_forward(half* out, const int32_t* tokens, const half* wte, const ha
     parallel_for((long)B * T, 16, forward_range, &job);
 }
 
-// The order of dwte's sums (formats/geometry.py: encoder_segments): up to SEGMENTED_VOCAB rows, a row's positions
-// fall in SEGMENTS segments of segment_length positions, each summed from +0 in position order, the segments'
-// sums then added in segment order; above it, one segment.
+// The order of dwte's sums (formats/geometry.py: encoder_run_length): a row's n positions, ascending, fall in runs
+// of ceil(n / SEGMENTS), each summed from +0 in position order, the runs' sums then added in run order.
 #define SEGMENTS 8
-#define SEGMENTED_VOCAB 512
-
-static long segment_length(long N, int Vp) {
-    const long segments = Vp <= SEGMENTED_VOCAB ? SEGMENTS : 1, pack = 8;
-    return pack * ((N + pack * segments - 1) / (pack * segments));
-}
 
 typedef struct {
-    half* dwte; half* dwpe; const half* dout; const long* order; const long* first; long length; int B, T, C;
+    half* dwte; half* dwpe; const half* dout; const int32_t* order; const int32_t* first; int B, T, C;
 } backward_job;
 
 // items: rows v of dwte. Row v gets the sum of dout over the positions holding token v, in the
@@ -58,16 +51,14 @@ static void dwte_range(void* context, long start, long end) {
     const int C = job->C;
     float* sum = malloc(2 * (size_t)C * sizeof(float));
     if (!sum) { fprintf(stderr, "cpu device: encoder_backward: out of memory\n"); exit(71); }
-    float* part = sum + C;  // the current segment's sum
+    float* part = sum + C;  // the current run's sum
     for (long v = start; v < end; v++) {
+        const long begin = job->first[v], n = job->first[v + 1] - begin, length = (n + SEGMENTS - 1) / SEGMENTS;
         for (int c = 0; c < C; c++) sum[c] = part[c] = 0.0f;
-        long segment = -1;
-        for (long i = job->first[v]; i < job->first[v + 1]; i++) {
-            if (job->order[i] / job->length != segment) {  // positions ascend: a new segment starts
+        for (long i = 0; i < n; i++) {
+            if (i > 0 && i % length == 0)  // a new run starts
                 for (int c = 0; c < C; c++) sum[c] += part[c], part[c] = 0.0f;
-                segment = job->order[i] / job->length;
-            }
-            const half* d = job->dout + job->order[i] * C;
+            const half* d = job->dout + (long)job->order[begin + i] * C;
             for (int c = 0; c < C; c++) part[c] += half_to_float(d[c]);
         }
         half* row = job->dwte + v * C;
@@ -88,23 +79,40 @@ static void dwpe_range(void* context, long start, long end) {
         }
 }
 
-void encoder_backward(half* dwte, half* dwpe, const half* dout, const int32_t* tokens, int B, int T, int C, int Vp) {
-    const long N = (long)B * T;
-    check_tokens("encoder_backward", tokens, N, Vp);
-    // positions grouped by token, each group in position order (a stable counting sort)
-    long* first = calloc((size_t)Vp + 1, sizeof(long));
-    long* order = malloc((size_t)(N > 0 ? N : 1) * sizeof(long));
-    if (!first || !order) { fprintf(stderr, "cpu device: encoder_backward: out of memory\n"); exit(71); }
-    for (long i = 0; i < N; i++) first[tokens[i] + 1]++;
+// A stable counting sort of the positions by token.
+void encoder_sort(int32_t* order, int32_t* first, const int32_t* tokens, int N, int Vp) {
+    check_tokens("encoder_sort", tokens, N, Vp);
+    for (int v = 0; v <= Vp; v++) first[v] = 0;
+    for (int i = 0; i < N; i++) first[tokens[i] + 1]++;
     for (int v = 0; v < Vp; v++) first[v + 1] += first[v];
-    long* next = malloc((size_t)Vp * sizeof(long) + 1);
-    if (!next) { fprintf(stderr, "cpu device: encoder_backward: out of memory\n"); exit(71); }
+    int32_t* next = malloc(((size_t)Vp + 1) * sizeof(int32_t));
+    if (!next) { fprintf(stderr, "cpu device: encoder_sort: out of memory\n"); exit(71); }
     for (int v = 0; v < Vp; v++) next[v] = first[v];
-    for (long i = 0; i < N; i++) order[next[tokens[i]]++] = i;
+    for (int i = 0; i < N; i++) order[next[tokens[i]]++] = i;
     free(next);
-    backward_job job = {dwte, dwpe, dout, order, first, segment_length(N, Vp), B, T, C};
+}
+
+void encoder_backward(half* dwte, half* dwpe, const half* dout, const int32_t* order, const int32_t* first, int B,
+                      int T, int C, int Vp) {
+    const long N = (long)B * T;
+    if (first[0] != 0 || first[Vp] != N) {
+        fprintf(stderr, "cpu device: encoder_backward: the token groups span [%d, %d), not the %ld positions; "
+                "encoder_sort did not run before it: this is a bug\n", first[0], first[Vp], N);
+        exit(70);
+    }
+    for (int v = 0; v < Vp; v++)
+        if (first[v + 1] < first[v]) {
+            fprintf(stderr, "cpu device: encoder_backward: token group %d ends before it starts; encoder_sort did "
+                    "not run before it: this is a bug\n", v);
+            exit(70);
+        }
+    for (long i = 0; i < N; i++)
+        if (order[i] < 0 || order[i] >= N) {
+            fprintf(stderr, "cpu device: encoder_backward: order[%ld] is %d, not a position below %ld; encoder_sort "
+                    "did not run before it: this is a bug\n", i, order[i], N);
+            exit(70);
+        }
+    backward_job job = {dwte, dwpe, dout, order, first, B, T, C};
     parallel_for(Vp, 8, dwte_range, &job);
     parallel_for(T, 4, dwpe_range, &job);
-    free(first);
-    free(order);
 }

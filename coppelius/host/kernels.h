@@ -17,8 +17,11 @@
 
 // out (B,T,C) = wte[tokens] (Vp,C) + wpe[:T] (T,C)
 void encoder_forward(half* out, const int32_t* tokens, const half* wte, const half* wpe, int B, int T, int C, int Vp);
-// dwte (Vp,C) += scatter-sum of dout (B,T,C) by token; dwpe (T,C) = sum of dout over the batch
-void encoder_backward(half* dwte, half* dwpe, const half* dout, const int32_t* tokens, int B, int T, int C, int Vp);
+// order (N): the positions grouped by token, each group ascending; first (Vp+1): where each token's group starts
+void encoder_sort(int32_t* order, int32_t* first, const int32_t* tokens, int N, int Vp);
+// dwte (Vp,C) += scatter-sum of dout (B,T,C) by token (encoder_sort's groups); dwpe (T,C) = sum over the batch
+void encoder_backward(half* dwte, half* dwpe, const half* dout, const int32_t* order, const int32_t* first, int B,
+                      int T, int C, int Vp);
 // out (N,C) = (inp - mean) * rstd * weight + bias; mean, rstd (N) float32 saved for the backward
 void layernorm_forward(half* out, float* mean, float* rstd, const half* inp, const half* weight, const half* bias,
                        int N, int C);

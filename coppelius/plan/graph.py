@@ -155,8 +155,10 @@ class Step:
             p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("ln1w", l), dbias=g("ln1b", l),
                      dout=self.at("dbtc"), inp=residual, weight=w("ln1w", l), mean=self.act("ln1_mean", l),
                      rstd=self.act("ln1_rstd", l), N=N, C=C)
-        p.launch("encoder_backward", dwte=g("wte"), dwpe=g("wpe"), dout=self.at("dresidual"), tokens=self.at("tokens"),
-                 B=self.B, T=self.T, C=C, Vp=self.Vp)
+        p.launch("encoder_sort", order=self.at("token_order"), first=self.at("token_first"), tokens=self.at("tokens"),
+                 N=N, Vp=self.Vp)
+        p.launch("encoder_backward", dwte=g("wte"), dwpe=g("wpe"), dout=self.at("dresidual"),
+                 order=self.at("token_order"), first=self.at("token_first"), B=self.B, T=self.T, C=C, Vp=self.Vp)
 
     def update(self, p: Piece, step_size_word: str):
         lr, wd, S = self.learner.lr, self.learner.weight_decay, self.learner.loss_scale

@@ -9,7 +9,7 @@ to nearest even, as the GPU's __float2half_rn does).
 import numpy as np
 
 from ..formats import faults, tables
-from ..formats.geometry import encoder_segment_length, encoder_segments
+from ..formats.geometry import ENCODER_SEGMENTS, encoder_run_length
 from ..formats.kernels import KERNELS, KERNEL_NAMES, PTR_KINDS, SCALAR_KINDS, extents, param_layout
 from ..kernels import reference as ref
 from .device import Device
@@ -25,16 +25,24 @@ def encoder_forward(out, tokens, wte, wpe, B, T, C, Vp):
     out[:] = ref.encoder_forward(tokens.reshape(B, T), f32(wte).reshape(Vp, C), f32(wpe).reshape(T, C)).ravel()
 
 
-def encoder_backward(dwte, dwpe, dout, tokens, B, T, C, Vp):
-    # in the devices' order (formats/geometry.py: encoder_segments): each segment's sum from +0 by np.add.at, in
-    # position order, then the segments' sums in segment order
-    segments = encoder_segments(Vp)
-    length = encoder_segment_length(B * T, segments)
+def encoder_sort(order, first, tokens, N, Vp):
+    order[:] = np.argsort(tokens, kind="stable")
+    first[:] = np.concatenate([[0], np.cumsum(np.bincount(tokens, minlength=Vp))])
+
+
+def encoder_backward(dwte, dwpe, dout, order, first, B, T, C, Vp):
+    # in the devices' order (formats/geometry.py: encoder_run_length): a row's positions (encoder_sort's groups) in
+    # runs, each run's sum from +0 by np.add.at in position order, then the runs' sums in run order
     rows = f32(dout).reshape(B * T, C)
+    counts = np.diff(first)
+    token = np.repeat(np.arange(Vp), counts)  # the token of each entry of order
+    rank = np.arange(B * T) - first[:-1][token]
+    run = rank // np.array([encoder_run_length(int(n)) for n in counts])[token]
     add = np.zeros((Vp, C), np.float32)
-    for s in range(segments):
+    for r in range(ENCODER_SEGMENTS):
         part = np.zeros((Vp, C), np.float32)
-        np.add.at(part, tokens[s * length:(s + 1) * length], rows[s * length:(s + 1) * length])
+        here = run == r
+        np.add.at(part, token[here], rows[order[here]])
         add += part
     dwte[:] = (f32(dwte) + add.ravel())
     dwpe[:] = rows.reshape(B, T, C).sum(axis=0).ravel()  # over b in order, as the reference's dwpe

@@ -187,16 +187,28 @@ def test_encoder_forward(card, rng, C):
     compare("encoder_forward", "out", got["out"], want["out"], ulps=0)  # exact: one fp32 add, one rounding
 
 
-# Vp up to 512 sums a row in 8 position segments (formats/geometry.py: encoder_segments), 600 in one
+def sorted_positions(card, tokens, Vp):
+    """encoder_sort's order and first on the card, held bitwise equal to the cpu device's (a stable sort)."""
+    n = tokens.size
+    got, want = run(card, "encoder_sort", order=np.full(n, -1, np.int32), first=np.full(Vp + 1, -1, np.int32),
+                    tokens=tokens, N=n, Vp=Vp)
+    compare("encoder_sort", "order", got["order"], want["order"], ulps=0)
+    compare("encoder_sort", "first", got["first"], want["first"], ulps=0)
+    return got["order"], got["first"]
+
+
+# a row's positions in runs of ceil(n / 8) (formats/geometry.py: encoder_run_length); rows of 1 .. 8 positions take
+# a warp, longer ones the block
 @pytest.mark.parametrize("C, Vp, skew", [(200, 320, 0.0), (200, 320, 0.6), (13, 70, 0.3), (384, 256, 0.2),
-                                         (200, 600, 0.6), (13, 600, 0.3)])
+                                         (200, 600, 0.6), (13, 600, 0.3), (96, 5000, 0.05)])
 def test_encoder_backward(card, rng, C, Vp, skew):
     B, T = 4, 160
     tokens = rng.integers(0, Vp, B * T, dtype=np.int32)
-    tokens[rng.random(B * T) < skew] = 7  # a very frequent token: one warp sums most positions
+    tokens[rng.random(B * T) < skew] = 7  # a very frequent token: its runs span the block's warps
+    order, first = sorted_positions(card, tokens, Vp)
     got, want = run(card, "encoder_backward", dwte=half(rng, Vp, C), dwpe=half(rng, T, C), dout=half(rng, B * T, C),
-                    tokens=tokens, B=B, T=T, C=C, Vp=Vp)
-    # exact: every sum in position order from 0, as np.add.at and sum(axis=0) add; a row no
+                    order=order, first=first, B=B, T=T, C=C, Vp=Vp)
+    # exact: every sum in the runs' order from 0, as np.add.at and sum(axis=0) add; a row no
     # token hits is left as it is (the cpu device adds +0 to it, which turns a -0 into +0)
     compare("encoder_backward", "dwte", got["dwte"], want["dwte"], ulps=0, signed_zeros=False)
     compare("encoder_backward", "dwpe", got["dwpe"], want["dwpe"], ulps=0)
@@ -207,15 +219,18 @@ def test_encoder_backward_model_sized(card, rng, B, T, C, Vp, V):
     """gpt2-124m's sizes, and the small byte-level model's (few rows, many positions each)."""
     p = 1.0 / np.arange(1, V + 1)  # Zipf: low ids frequent, as in GPT-2's vocabulary (top one: 9%, 16%)
     tokens = rng.choice(V, size=B * T, p=p / p.sum()).astype(np.int32)
-    args = dict(dwte=half(rng, Vp, C, scale=0.01), dwpe=half(rng, T, C), dout=half(rng, B * T, C, scale=0.01),
-                tokens=tokens, B=B, T=T, C=C, Vp=Vp)
     t0 = time.perf_counter()
+    order, first = sorted_positions(card, tokens, Vp)
+    args = dict(dwte=half(rng, Vp, C, scale=0.01), dwpe=half(rng, T, C), dout=half(rng, B * T, C, scale=0.01),
+                order=order, first=first, B=B, T=T, C=C, Vp=Vp)
     got, want = run(card, "encoder_backward", **args)
-    print(f"two launches and the cpu reference: {time.perf_counter() - t0:.1f} s")
+    print(f"four launches and the cpu reference: {time.perf_counter() - t0:.1f} s")
     compare("encoder_backward", "dwte", got["dwte"], want["dwte"], ulps=0, signed_zeros=False)
     compare("encoder_backward", "dwpe", got["dwpe"], want["dwpe"], ulps=0)
     _, us = card.launch("encoder_backward", args, timed=10)
-    print(f"encoder_backward B={B} T={T} C={C} Vp={Vp}: {us:.1f} us (median of 10)")
+    sort_args = dict(order=order, first=first, tokens=tokens, N=B * T, Vp=Vp)
+    _, sort_us = card.launch("encoder_sort", sort_args, timed=10)
+    print(f"encoder_sort + encoder_backward B={B} T={T} C={C} Vp={Vp}: {sort_us:.1f} + {us:.1f} us (median of 10)")
 
 
 # ---------------------------------------------------------------- layernorm

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from coppelius.formats.elf import host_machine
-from coppelius.formats.geometry import encoder_segment_length, encoder_segments
+from coppelius.formats.geometry import encoder_run_length
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, param_layout
 from coppelius.runtime import cpu
@@ -33,6 +33,7 @@ HALF_SUMS = (2.0 ** -10, 2.0 ** -12)
 FLOAT_SUMS = (1e-5, 1e-6)
 TOLERANCE = {
     "encoder_forward": {"out": EXACT}, "encoder_backward": {"dwte": EXACT, "dwpe": EXACT},
+    "encoder_sort": {"order": EXACT, "first": EXACT},
     "residual_forward": {"out": EXACT}, "cast_half": {"out": EXACT}, "argmax_forward": {"predictions": EXACT},
     "nonfinite_check": {"flag": EXACT}, "adamw": {"params": EXACT, "m": EXACT, "v": EXACT, "half": EXACT},
     "layernorm_forward": {"out": HALF_SUMS, "mean": FLOAT_SUMS, "rstd": FLOAT_SUMS},
@@ -64,10 +65,17 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
     if kernel == "encoder_forward":
         return {"out": np.zeros(N * C, np.float16), "tokens": rng.integers(0, VP, N).astype(np.int32),
                 "wte": _half(rng, VP, C), "wpe": _half(rng, T, C)}, {"B": B, "T": T, "C": C, "Vp": VP}
+    if kernel == "encoder_sort":
+        tokens = rng.integers(0, 6, N).astype(np.int32)  # repeated tokens: their positions keep their order
+        tokens[-1] = VP - 1
+        return {"order": np.full(N, -1, np.int32), "first": np.full(VP + 1, -1, np.int32), "tokens": tokens}, \
+            {"N": N, "Vp": VP}
     if kernel == "encoder_backward":
         tokens = rng.integers(0, 6, N).astype(np.int32)  # repeated tokens: the scatter-sum's order matters
+        order, first = np.zeros(N, np.int32), np.zeros(VP + 1, np.int32)
+        cpu.encoder_sort(order, first, tokens, N, VP)
         return {"dwte": _half(rng, VP, C), "dwpe": _half(rng, T, C), "dout": _half(rng, B, T, C),
-                "tokens": tokens}, {"B": B, "T": T, "C": C, "Vp": VP}
+                "order": order, "first": first}, {"B": B, "T": T, "C": C, "Vp": VP}
     if kernel == "layernorm_forward":
         return {"out": np.zeros(N * C, np.float16), "mean": np.zeros(N, np.float32), "rstd": np.zeros(N, np.float32),
                 "inp": _half(rng, N, C, scale=3.0) + np.float16(0.5), "weight": _half(rng, C), "bias": _half(rng, C)}, \
@@ -296,16 +304,29 @@ def test_floats_round_to_the_nearest_even_half(driver, tmp_path):
     assert got[~nan].tobytes() == expected[~nan].tobytes()
 
 
-@pytest.mark.parametrize("Vp", [40, 600])  # 8 position segments (up to 512 rows), and one
-def test_encoder_backward_sums_in_the_devices_segment_order(driver, tmp_path, Vp):
-    """dwte's order (formats/geometry.py: encoder_segments), written out here loop by loop: each segment's
-    matches summed from +0 in position order, the segments' sums added in order, then the old row; the C
-    kernel and the cpu device must both give exactly these bits."""
-    rng = np.random.default_rng(Vp)
-    b, t, c = 4, 70, 24
+def test_encoder_sort_groups_positions_by_token_in_order(driver, tmp_path):
+    """encoder_sort on a skewed stream: each token's positions ascending, first[v] where they start."""
+    rng = np.random.default_rng(7)
+    n, Vp = 3000, 600
+    tokens = rng.integers(0, Vp, n).astype(np.int32)
+    tokens[rng.random(n) < 0.3] = 11
+    arrays = {"order": np.full(n, -1, np.int32), "first": np.full(Vp + 1, -1, np.int32), "tokens": tokens}
+    got = _run_driver(driver, tmp_path, "encoder_sort", arrays, {"N": n, "Vp": Vp}, runs=1, threads=2)[0]
+    want_first = np.searchsorted(np.sort(tokens), np.arange(Vp + 1))
+    assert got["first"].tolist() == want_first.tolist()
+    assert got["order"].tolist() == sorted(range(n), key=lambda p: (tokens[p], p))
+
+
+def test_encoder_backward_sums_in_the_devices_run_order(driver, tmp_path):
+    """dwte's order (formats/geometry.py: encoder_run_length), written out here loop by loop: a row's positions in
+    runs of ceil(n / 8), each run summed from +0 in position order, the runs' sums added in order, then the old
+    row; the C kernel and the cpu device must both give exactly these bits."""
+    rng = np.random.default_rng(40)
+    b, t, c, Vp = 4, 70, 24, 600
     n = b * t
     tokens = rng.integers(0, 6, n).astype(np.int32)
-    tokens[rng.random(n) < 0.5] = 3  # a frequent token: its sum crosses every segment
+    tokens[rng.random(n) < 0.5] = 3  # a frequent token: its sum crosses every run
+    tokens[5] = 7  # a token held once: one run
     # small dout values, and in each channel of the frequent token's rows ten pairs of +16000 and -16000: its
     # exact sum stays small, while fp32 loses small values beside a running 16000 in one grouping and not in
     # another, so that the written-out order is told apart from plain position order (checked below)
@@ -313,21 +334,21 @@ def test_encoder_backward_sums_in_the_devices_segment_order(driver, tmp_path, Vp
     for channel in range(c):
         pairs = rng.permutation(np.flatnonzero(tokens == 3))[:20].reshape(10, 2)
         dout[pairs[:, 0], channel], dout[pairs[:, 1], channel] = 16000.0, -16000.0
+    order, first = np.zeros(n, np.int32), np.zeros(Vp + 1, np.int32)
+    cpu.encoder_sort(order, first, tokens, n, Vp)
     arrays = {"dwte": _half(rng, Vp, c, scale=0.01), "dwpe": _half(rng, t, c), "dout": dout.astype(np.float16).ravel(),
-              "tokens": tokens}
+              "order": order, "first": first}
     scalars = {"B": b, "T": t, "C": c, "Vp": Vp}
-    segments = encoder_segments(Vp)
-    length = encoder_segment_length(n, segments)
-    assert segments == (8 if Vp <= 512 else 1) and segments * length >= n
     rows = arrays["dout"].astype(np.float32).reshape(n, c)
     want = arrays["dwte"].astype(np.float32).reshape(Vp, c).copy()
-    for v in range(6):
+    for v in range(8):
+        positions = [p for p in range(n) if tokens[p] == v]
+        length = encoder_run_length(len(positions))
         total = np.zeros(c, np.float32)
-        for s in range(segments):
+        for start in range(0, len(positions), length):
             part = np.zeros(c, np.float32)
-            for p in range(s * length, min(n, (s + 1) * length)):
-                if tokens[p] == v:
-                    part += rows[p]
+            for p in positions[start:start + length]:
+                part += rows[p]
             total += part
         want[v] += total
     want = want.astype(np.float16).ravel()
@@ -335,11 +356,11 @@ def test_encoder_backward_sums_in_the_devices_segment_order(driver, tmp_path, Vp
     np.add.at(plain, tokens, rows)  # one sum a row from +0 in position order, then the old row
     plain += arrays["dwte"].astype(np.float32).reshape(Vp, c)
     order_matters = int((plain.astype(np.float16).ravel() != want).sum())
-    print(f"Vp={Vp}: {order_matters} values would differ in plain position order")
-    assert (order_matters > 0) == (segments > 1)
+    print(f"{order_matters} values would differ in plain position order")
+    assert order_matters > 0
     numpy_device = {name: array.copy() for name, array in arrays.items()}
     cpu.encoder_backward(**numpy_device, **scalars)
     c_kernel = _run_driver(driver, tmp_path, "encoder_backward", arrays, scalars, runs=1, threads=2)[0]
     for got in (numpy_device["dwte"], c_kernel["dwte"]):
-        print(f"Vp={Vp}: {int((got != want).sum())} of {want.size} dwte values differ from the written-out order")
+        print(f"{int((got != want).sum())} of {want.size} dwte values differ from the written-out order")
         assert got.tobytes() == want.tobytes()

@@ -32,7 +32,9 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
         assert info[name]["registers"] > 0, name
         assert info[name]["shared_bytes"] <= 48 * 1024, name
         wide = arch in geometry.WIDE_TILE_ARCHS and name.startswith("matmul_")
-        assert info[name]["max_threads"] in ((geometry.HOPPER_THREADS,) if wide else (0, 128, 256)), name
+        threads = (geometry.HOPPER_THREADS,) if wide else (geometry.ENCODER_SORT_THREADS,) if name == "encoder_sort" \
+            else (0, 128, 256)
+        assert info[name]["max_threads"] in threads, name
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
 
@@ -89,14 +91,15 @@ def test_geometry_constants_match_the_kernels():
         return re.search(rf"constexpr int {name} = ([^;]+);", text).group(1)
     assert constant("common.cuh", "THREADS") == str(geometry.THREADS)
     assert constant("common.cuh", "PACK") == str(geometry.PACK)
-    assert constant("encoder.cuh", "ROWS") == str(geometry.ENCODER_ROWS)
+    assert constant("encoder.cuh", "ROWS") == "WARPS" and geometry.ENCODER_ROWS == geometry.THREADS // 32
     assert constant("encoder.cuh", "CHUNK") == "32 * PACK" and geometry.ENCODER_CHUNK == 32 * geometry.PACK
     assert constant("encoder.cuh", "POSITIONS") == "WARPS" and geometry.ENCODER_POSITIONS == geometry.THREADS // 32
     assert constant("encoder.cuh", "SEGMENTS") == "WARPS" and geometry.ENCODER_SEGMENTS == geometry.THREADS // 32
-    assert constant("encoder.cuh", "SEGMENTED_VOCAB") == str(geometry.ENCODER_SEGMENTED_VOCAB)
+    assert constant("encoder.cuh", "TOKENS") == "THREADS" and geometry.ENCODER_SORT_TOKENS == geometry.THREADS
+    assert constant("encoder.cuh", "SPREAD_VOCAB") == str(geometry.ENCODER_SPREAD_VOCAB)
+    assert constant("encoder.cuh", "SORT_THREADS") == str(geometry.ENCODER_SORT_THREADS)
     host = (HOST_DIR / "encoder.c").read_text()  # the cpu target's C kernel sums in the same order
     assert re.search(r"#define SEGMENTS (\d+)", host).group(1) == str(geometry.ENCODER_SEGMENTS)
-    assert re.search(r"#define SEGMENTED_VOCAB (\d+)", host).group(1) == str(geometry.ENCODER_SEGMENTED_VOCAB)
     assert constant("layernorm.cuh", "ROWS") == "WARPS" and geometry.LAYERNORM_ROWS == geometry.THREADS // 32
     assert constant("layernorm.cuh", "COLUMNS") == "PACK" and geometry.LAYERNORM_COLUMNS == geometry.PACK
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
@@ -163,6 +166,8 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them(
 def test_geometry_of_the_gpt2_launches():
     s = {"B": 32, "T": 1024, "C": 768, "Vp": 50304, "N": 32768, "V": 50257}
     assert geometry.geometry("encoder_backward", s) == ([6288 + 128, 3, 1], [256, 1, 1], 0)
+    assert geometry.geometry("encoder_sort", s) == ([197, 1, 1], [1024, 1, 1], 0)
+    assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == ([256 + 32, 2, 1], [256, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", s) == ([96 + 4096, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)

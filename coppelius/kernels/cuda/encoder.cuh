@@ -28,153 +28,181 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// encoder_backward: dwte[v,:] += sum of dout[p,:] over the positions p with tokens[p] == v, and
-// dwpe[t,:] = sum over b of dout[b,t,:].
+// encoder_sort: the positions 0 .. N-1 grouped by token, each group in position order (a stable counting sort),
+// for encoder_backward: order[first[v] .. first[v+1]) are the positions holding token v, ascending; first[Vp] = N.
+// Deterministic without atomics on the outputs: every entry has one writer, and its value is fixed by the tokens.
 //
-// Deterministic without scratch memory (the kernel's only buffers are its operands) and without
-// atomics: every output element is summed by one thread, in position order, starting from 0 and
-// added to the old dwte last; exactly what the cpu device's np.add.at does, so the two agree bit
-// for bit (dwpe likewise, summed over b in order).
+// A block of 1024 threads owns TOKENS consecutive vocabulary rows (grid.x = ceil(Vp / TOKENS)), a warp one contiguous
+// thirty-second of the positions. Pass one: each warp counts its positions by token (shared-memory integer counts, exact in any order)
+// and the positions whose token lies below the block's rows. Then the counts become cursors, token-major and
+// warp-minor, so that warp w's matches of a token follow warps 0 .. w-1's. Pass two: each warp walks its
+// positions in order, 32 at a time, ranking equal tokens among the lanes (__match_any_sync) and writing each
+// position at its cursor. Every block reads all N token ids twice (L2 hits: 2 * ceil(Vp / 256) * 4N bytes).
 //
-// Rows of dwte: a block owns ROWS = 8 consecutive vocabulary rows and a CHUNK of 256 channels
-// (grid.y), a warp one of the rows, a lane 8 channels (one 16-byte access of a dout row). Its sums
-// live in the lane's registers for the whole kernel. The block walks all B*T tokens in windows of
-// 2048 staged in shared memory; a window's 32-token chunks holding none of the block's rows are
-// skipped with one bitmask (most chunks, for a large vocabulary), and in the others each warp picks
-// its matches with one ballot and queues them; every INFLIGHT queued matches it loads their dout
-// rows at once and adds them in position order. A row no token hits is not written.
-// (The code keeps a warp's rows general, ROWS_PER_WARP; with more than one, a match adds to all
-// of them, +0 to the others, since a run-time row index would put the sums in local memory.)
+// encoder_backward: dwte[v,:] += the sum of dout over the positions holding token v, and dwpe[t,:] = the sum over b
+// of dout[b,t,:]. Deterministic without atomics: every output element is summed by one thread or one block in an
+// order fixed by the tokens alone (formats/geometry.py: encoder_run_length), which the cpu device and the C host
+// follow, so the three agree bit for bit: row v's n positions (ascending, from encoder_sort) fall in SEGMENTS runs of
+// ceil(n / SEGMENTS), each run summed from +0 in position order, the runs' sums added in run order, and that total
+// added to the old row last. A row no token holds is not written.
 //
-// Cost: every block reads the token ids (L2 hits), each dout row is read by the warps owning its
-// token. A frequent token serializes on its warp, whose chain of adds is the kernel's floor. With
-// 64 rows a block (8 a warp), a byte vocabulary (Vp = 256) had 8 blocks of dwte work on the whole
-// card and 64 +0 adds a match: 1.2-1.3 ms on the H200 for small (B*T = 16384, C = 384) and gpt2-124m
-// (B*T = 32768, C = 768), against tens of microseconds for the bytes it must move. One row a warp
-// gives 8x the warps and 8x fewer adds, with deeper load batches (INFLIGHT 16).
-// For a small vocabulary (at most SEGMENTED_VOCAB rows: the byte-level models) that chain is split: a
-// block owns one row, and its 8 warps sum 8 segments of the positions, combined in segment order
-// (segmented_row; the order is formats/geometry.py's encoder_segments, which the cpu device and the C
-// host follow too): small's 0.72 ms chain becomes an eighth. A large vocabulary keeps the scheme above
-// (splitting it would multiply the blocks that scan every token id); the way further there is, with
-// scratch memory that the catalog's ABI does not give this kernel, a counting sort of positions by token.
+// Rows of dwte: a block owns ROWS = 8 consecutive rows (one row for a vocabulary of at most SPREAD_VOCAB rows, whose
+// rows are all long) and a CHUNK of 256 channels (grid.y), a lane 8 channels (one 16-byte access of a dout row). A
+// row of at most SEGMENTS positions is summed by one warp (each run holds at most one position: the same bits as one
+// run), its old dwte row loaded beside its positions; the block's longer rows then take all 8 warps in turn, one run
+// a warp, the runs' sums combined in warp order through shared memory. A warp reads 32 positions at once and the
+// next 32 while their dout rows (INFLIGHT at once) load. A frequent token's chain is an eighth of its positions.
 //
-// Rows of dwpe: blocks with blockIdx.x >= ceil(Vp / ROWS), a warp per position t, a lane 8 channels.
+// Rows of dwpe: blocks after the dwte blocks, a warp per position t, a lane 8 channels.
 //
-// Geometry (formats/geometry.py): grid = (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), blocks of 256; with
-// Vp <= SEGMENTED_VOCAB, grid.x = Vp + ceil(T / 8) (a block a row).
+// Geometry (formats/geometry.py): encoder_sort grid = ceil(Vp / 256), blocks of 1024; encoder_backward grid = (ceil(Vp / rows) +
+// ceil(T / 8), ceil(C / 256)), rows = 8 (1 up to SPREAD_VOCAB), blocks of 256.
 namespace cpl {
 namespace eb {
-constexpr int ROWS = 8;  // one vocabulary row a warp: many blocks, and no +0 adds (see above)
-constexpr int ROWS_PER_WARP = ROWS / WARPS;
+constexpr int ROWS = WARPS;  // vocabulary rows a block
 constexpr int CHUNK = 32 * PACK;
-constexpr int WINDOW = THREADS * PACK;
-constexpr int CHUNKS = WINDOW / 32;  // 64: one bit each in a 64-bit mask
-constexpr int INFLIGHT = 16;  // dout rows a warp loads at once (with 64 rows a block, 8 spilled)
+constexpr int INFLIGHT = 16;  // dout rows a warp loads at once
 constexpr int POSITIONS = WARPS;  // dwpe positions per block
-constexpr int SEGMENTS = WARPS;   // up to SEGMENTED_VOCAB rows: one row a block, a warp each segment of its positions
-constexpr int SEGMENTED_VOCAB = 512;
+constexpr int SEGMENTS = WARPS;   // runs of a row's positions, a warp each
+constexpr int TOKENS = THREADS;   // vocabulary rows an encoder_sort block sorts
+constexpr int SORT_THREADS = 1024;  // an encoder_sort block: 32 warps, a thirty-second of the positions each
+constexpr int SORT_WARPS = SORT_THREADS / 32;
+constexpr int BATCH = 8;          // token ids a lane loads at once in encoder_sort
+constexpr int SPREAD_VOCAB = 512;  // up to this many rows, a block a row
 }  // namespace eb
 
-// tokens[p .. p+8), -1 at or past n.
-__device__ __forceinline__ void load_tokens(int (&t)[PACK], const int* tokens, i64 p, i64 n) {
-    if (p + PACK <= n && aligned16(tokens + p)) {
-        const int4 a = *reinterpret_cast<const int4*>(tokens + p), b = *reinterpret_cast<const int4*>(tokens + p + 4);
-        t[0] = a.x, t[1] = a.y, t[2] = a.z, t[3] = a.w, t[4] = b.x, t[5] = b.y, t[6] = b.z, t[7] = b.w;
-        return;
-    }
-#pragma unroll
-    for (int k = 0; k < PACK; ++k) t[k] = p + k < n ? tokens[p + k] : -1;
-}
-
-// The dout rows (channels c..c+8) of a warp's queued matches, all loads in flight before the first add: entry
-// q of the queue lives in lane q (q_pos, its position), queued entries in all.
-__device__ __forceinline__ void load_queued(uint4 (&x)[eb::INFLIGHT], const __half* dout, int q_pos, int queued,
-                                            int c, int C, bool vec) {
+// The dout rows (channels c..c+8) of up to INFLIGHT positions, held by lanes q0 .. q0+count of `held` (a position
+// a lane), summed into acc in that order, every load in flight before the first add.
+__device__ __forceinline__ void add_rows(float (&acc)[PACK], const __half* dout, int held, int q0, int count, int c,
+                                         int C, bool vec) {
+    uint4 x[eb::INFLIGHT];
 #pragma unroll
     for (int q = 0; q < eb::INFLIGHT; ++q) {
-        const i64 row = (i64)__shfl_sync(FULL, q_pos, q) * C;
-        if (q < queued) x[q] = load_raw(dout, row + c, row + C, vec);
+        const i64 row = (i64)__shfl_sync(FULL, held, (q0 + q) & 31) * C;
+        if (q < count) x[q] = load_raw(dout, row + c, row + C, vec);
+    }
+#pragma unroll
+    for (int q = 0; q < eb::INFLIGHT; ++q) {
+        if (q >= count) break;
+        const Pack f = unpack(x[q]);
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) acc[e] += f.v[e];
     }
 }
 
-// Row v of dwte on one block, for a small vocabulary: warp w sums the positions of segment w (the order of
-// formats/geometry.py's encoder_segments) holding token v, in position order, INFLIGHT dout rows loaded at once;
-// the warps' sums are then added in warp order, one thread a channel, and to the old row last.
-__device__ __forceinline__ void segmented_row(__half* dwte, const __half* dout, const int* tokens, int v, i64 N,
-                                              int C, int c, bool vec) {
-    using namespace eb;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const i64 length = (i64)PACK * ((N + PACK * SEGMENTS - 1) / (PACK * SEGMENTS));
-    const i64 begin = min(N, warp * length), end = min(N, begin + length);
-    float acc[PACK] = {};
-    int q_pos = 0, queued = 0;
-    bool touched = false;
-    auto flush = [&]() {
-        uint4 x[INFLIGHT];
-        load_queued(x, dout, q_pos, queued, c, C, vec);
-#pragma unroll
-        for (int q = 0; q < INFLIGHT; ++q) {
-            if (q >= queued) break;
-            const Pack f = unpack(x[q]);
-#pragma unroll
-            for (int e = 0; e < PACK; ++e) acc[e] += f.v[e];
-        }
-        touched |= queued > 0;
-        queued = 0;
-    };
-    // a lane holds 8 consecutive positions; the next 256 load while these are matched
-    int next[PACK];
-    load_tokens(next, tokens, begin + lane * PACK, end);
-    for (i64 p0 = begin; p0 < end; p0 += 32 * PACK) {
-        unsigned bits = 0;  // bit k: position p0 + 8 lane + k holds v
-#pragma unroll
-        for (int k = 0; k < PACK; ++k) bits |= next[k] == v ? 1u << k : 0u;
-        load_tokens(next, tokens, p0 + 32 * PACK + lane * PACK, end);
-        unsigned lanes = __ballot_sync(FULL, bits != 0);
-        while (lanes) {  // warp-uniform, in position order: lanes ascending, then k
-            const int l = __ffs(lanes) - 1;
-            lanes &= lanes - 1;
-            unsigned ks = __shfl_sync(FULL, bits, l);
-            while (ks) {
-                const int k = __ffs(ks) - 1;
-                ks &= ks - 1;
-                if (lane == queued) q_pos = (int)(p0 + l * PACK + k);
-                if (++queued == INFLIGHT) flush();
-            }
-        }
+// The positions order[s + i .. s + end) summed into acc in order: 32 positions read at once (a lane each), the
+// next 32 read while these rows load.
+__device__ __forceinline__ void add_positions(float (&acc)[PACK], const __half* dout, const int* order, int s, int i,
+                                              int end, int c, int C, bool vec) {
+    const int lane = threadIdx.x & 31;
+    int held = i + lane < end ? order[s + i + lane] : 0;
+    for (; i < end; i += 32) {
+        const int next = i + 32 + lane < end ? order[s + i + 32 + lane] : 0;
+        for (int q0 = 0; q0 < 32 && i + q0 < end; q0 += eb::INFLIGHT)
+            add_rows(acc, dout, held, q0, min(eb::INFLIGHT, end - i - q0), c, C, vec);
+        held = next;
     }
-    if (queued) flush();
-
-    __shared__ float sums[SEGMENTS][CHUNK];
-    __shared__ int hits[SEGMENTS];
-#pragma unroll
-    for (int e = 0; e < PACK; ++e) sums[warp][lane * PACK + e] = acc[e];
-    if (lane == 0) hits[warp] = touched;
-    __syncthreads();
-    const int ch = (int)blockIdx.y * CHUNK + (int)threadIdx.x;  // one channel a thread
-    bool any = false;
-#pragma unroll
-    for (int w = 0; w < SEGMENTS; ++w) any |= hits[w] != 0;
-    if (!any || ch >= C) return;
-    float total = sums[0][threadIdx.x];
-#pragma unroll
-    for (int w = 1; w < SEGMENTS; ++w) total += sums[w][threadIdx.x];
-    const i64 at = (i64)v * C + ch;
-    dwte[at] = __float2half_rn(__half2float(dwte[at]) + total);
 }
+
+// Rows of dwte an encoder_backward block owns: 8, or one for a vocabulary of at most SPREAD_VOCAB rows (a byte
+// vocabulary: every row long, so that each row gets a block of its own).
+__device__ __forceinline__ int rows_per_block(int Vp) { return Vp <= eb::SPREAD_VOCAB ? 1 : eb::ROWS; }
 }  // namespace cpl
 
+extern "C" __global__ void __launch_bounds__(1024)
+    encoder_sort(int* order, int* first, const int* tokens, int N, int Vp) {
+    using namespace cpl;
+    using namespace cpl::eb;
+    __shared__ int cursor[SORT_WARPS][TOKENS];  // the warp's count of each token, then where its next one goes
+    __shared__ int below[SORT_WARPS], scan[TOKENS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, v0 = blockIdx.x * TOKENS;
+    for (int i = threadIdx.x; i < SORT_WARPS * TOKENS; i += SORT_THREADS) (&cursor[0][0])[i] = 0;
+    const int span = (N + SORT_WARPS - 1) / SORT_WARPS, begin = min(N, warp * span), end = min(N, begin + span);
+    __syncthreads();
+
+    int under = 0;
+    for (int p0 = begin; p0 < end; p0 += 32 * BATCH) {
+        int t[BATCH];
+#pragma unroll
+        for (int k = 0; k < BATCH; ++k) {  // all loads in flight first; past the end, a token above every row
+            const int p = p0 + 32 * k + lane;
+            t[k] = p < end ? tokens[p] : 0x7fffffff;
+        }
+#pragma unroll
+        for (int k = 0; k < BATCH; ++k) {
+            under += t[k] < v0;
+            if ((unsigned)(t[k] - v0) < (unsigned)TOKENS) atomicAdd(&cursor[warp][t[k] - v0], 1);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) under += __shfl_xor_sync(FULL, under, o);
+    if (lane == 0) below[warp] = under;
+    __syncthreads();
+
+    // thread r < TOKENS owns token v0 + r: its total, an exclusive scan of the totals over the block, the cursors
+    const int r = threadIdx.x;
+    int total = 0, inclusive = 0;
+    if (r < TOKENS) {  // whole warps
+#pragma unroll 8
+        for (int w = 0; w < SORT_WARPS; ++w) total += cursor[w][r];
+        inclusive = total;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int x = __shfl_up_sync(FULL, inclusive, o);
+            if (lane >= o) inclusive += x;
+        }
+        if (lane == 31) scan[warp] = inclusive;
+    }
+    __syncthreads();
+    if (r < TOKENS) {
+        int start = inclusive - total;
+        for (int w = 0; w < TOKENS / 32; ++w) start += w < warp ? scan[w] : 0;
+        for (int w = 0; w < SORT_WARPS; ++w) start += below[w];
+        if (v0 + r < Vp) first[v0 + r] = start;
+        if (v0 + r == Vp - 1) first[Vp] = N;
+#pragma unroll 8
+        for (int w = 0; w < SORT_WARPS; ++w) {
+            const int count = cursor[w][r];
+            cursor[w][r] = start;
+            start += count;
+        }
+    }
+    __syncthreads();
+
+    const unsigned earlier = (1u << lane) - 1;
+    for (int p0 = begin; p0 < end; p0 += 32 * BATCH) {
+        int t[BATCH];
+#pragma unroll
+        for (int k = 0; k < BATCH; ++k) {
+            const int p = p0 + 32 * k + lane;
+            t[k] = p < end ? tokens[p] : 0x7fffffff;
+        }
+#pragma unroll
+        for (int k = 0; k < BATCH; ++k) {  // positions p0 + 32k + lane: in order, k then lane
+            const int rel = t[k] - v0;
+            const bool mine = (unsigned)rel < (unsigned)TOKENS;
+            const unsigned peers = __match_any_sync(FULL, mine ? rel : -1);
+            int at = 0;
+            if (mine) at = cursor[warp][rel] + __popc(peers & earlier);
+            __syncwarp();
+            if (mine) {
+                order[at] = p0 + 32 * k + lane;
+                if ((peers & earlier) == 0) cursor[warp][rel] += __popc(peers);
+            }
+            __syncwarp();
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256, 2)
-    encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* tokens, int B, int T, int C, int Vp) {
+    encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* order, const int* first, int B, int T,
+                     int C, int Vp) {
     using namespace cpl;
     using namespace cpl::eb;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int c = blockIdx.y * CHUNK + lane * PACK;  // this lane's first channel
     const bool vec = C % PACK == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
-    const bool segmented = Vp <= SEGMENTED_VOCAB;
-    const int groups = segmented ? Vp : (Vp + ROWS - 1) / ROWS;  // the blocks of dwte rows
-    const i64 N = (i64)B * T;
+    const int rows = rows_per_block(Vp), groups = (Vp + rows - 1) / rows;  // the blocks of dwte rows
 
     if ((int)blockIdx.x >= groups) {  // dwpe
         const int t = ((int)blockIdx.x - groups) * POSITIONS + warp;
@@ -202,93 +230,44 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         return;
     }
 
-    if (segmented) {
-        segmented_row(dwte, dout, tokens, (int)blockIdx.x, N, C, c, vec);
-        return;
-    }
-    __shared__ int window[WINDOW];
-    __shared__ unsigned char hit[WARPS];  // per warp's 256 positions: a bit per 32-token chunk
-    const int g0 = blockIdx.x * ROWS;
-    float acc[ROWS_PER_WARP][PACK] = {};
-    unsigned touched = 0;  // bit k: row g0 + warp + 8k met a token
-
-    // The warp's matches waiting for their dout rows, oldest first: entry i lives in lane i, so
-    // that one batch of INFLIGHT loads spans chunks and windows (a frequent token's warp would
-    // otherwise wait a full memory latency for every 32 tokens).
-    int q_pos = 0, q_k = 0, queued = 0;
-    auto flush = [&]() {
-        uint4 x[INFLIGHT];
-        load_queued(x, dout, q_pos, queued, c, C, vec);
+    const int v0 = blockIdx.x * rows;
+    if (warp < rows) {  // a short row: one warp
+        const int v = v0 + warp;
+        const int s = v < Vp ? first[v] : 0, n = v < Vp ? first[v + 1] - s : 0;
+        if (n > 0 && n <= SEGMENTS) {  // warp-uniform; lanes past C add zeros and take part in the shuffles
+            const i64 row = (i64)v * C;
+            const uint4 old = load_raw(dwte, row + c, row + C, vec);  // in flight with the positions
+            float acc[PACK] = {};
+            add_positions(acc, dout, order, s, 0, n, c, C, vec);
+            if (c < C) {
+                Pack w = unpack(old);
 #pragma unroll
-        for (int q = 0; q < INFLIGHT; ++q) {
-            const int kq = __shfl_sync(FULL, q_k, q);
-            if (q >= queued) break;
-            const Pack f = unpack(x[q]);
-            touched |= 1u << kq;
-            // Every sum takes f or +0 (exact: a sum that starts at +0 is never -0), so acc is
-            // indexed by constants only and stays in registers.
-#pragma unroll
-            for (int k = 0; k < ROWS_PER_WARP; ++k) {
-                const bool here = kq == k;
-#pragma unroll
-                for (int e = 0; e < PACK; ++e) acc[k][e] += here ? f.v[e] : 0.f;
+                for (int e = 0; e < PACK; ++e) w.v[e] = w.v[e] + acc[e];
+                store_pack(dwte, row + c, row + C, vec, w);
             }
         }
-        queued = 0;
-    };
-
-    int next[PACK];
-    load_tokens(next, tokens, (i64)threadIdx.x * PACK, N);
-    for (i64 p0 = 0; p0 < N; p0 += WINDOW) {
-        int cur[PACK];
-        bool any = false;
+    }
+    __shared__ float sums[SEGMENTS][CHUNK];
+    for (int k = 0; k < rows; ++k) {  // the long rows: every warp one run, block-uniform
+        const int v = v0 + k;
+        if (v >= Vp) break;
+        const int s = first[v], n = first[v + 1] - s;
+        if (n <= SEGMENTS) continue;
+        const int length = (n + SEGMENTS - 1) / SEGMENTS, begin = min(n, warp * length);
+        float acc[PACK] = {};
+        add_positions(acc, dout, order, s, begin, min(n, begin + length), c, C, vec);
 #pragma unroll
-        for (int k = 0; k < PACK; ++k) {
-            cur[k] = next[k];
-            any |= (unsigned)(cur[k] - g0) < (unsigned)ROWS;
-        }
-        load_tokens(next, tokens, p0 + WINDOW + (i64)threadIdx.x * PACK, N);  // in flight while this window runs
-        __syncthreads();  // the previous window is consumed
+        for (int e = 0; e < PACK; ++e) sums[warp][lane * PACK + e] = acc[e];
+        __syncthreads();
+        const int ch = (int)blockIdx.y * CHUNK + (int)threadIdx.x;  // one channel a thread
+        if (ch < C) {
+            float total = sums[0][threadIdx.x];
 #pragma unroll
-        for (int k = 0; k < PACK; ++k) window[threadIdx.x * PACK + k] = cur[k];
-        const unsigned lanes = __ballot_sync(FULL, any);  // chunk j of this warp: lanes 4j .. 4j+3
-        if (lane == 0) {
-            unsigned bits = 0;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) bits |= ((lanes >> (4 * j)) & 0xfu) ? 1u << j : 0u;
-            hit[warp] = (unsigned char)bits;
+            for (int w = 1; w < SEGMENTS; ++w) total += sums[w][threadIdx.x];
+            const i64 at = (i64)v * C + ch;
+            dwte[at] = __float2half_rn(__half2float(dwte[at]) + total);
         }
         __syncthreads();
-        unsigned long long chunks = 0;
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) chunks |= (unsigned long long)hit[w] << (8 * w);
-
-        while (chunks) {
-            const int j = __ffsll((long long)chunks) - 1;
-            chunks &= chunks - 1;
-            const int rel = window[j * 32 + lane] - g0;
-            unsigned mine = __ballot_sync(FULL, (unsigned)rel < (unsigned)ROWS && (rel & (WARPS - 1)) == warp);
-            while (mine) {  // warp-uniform: every lane queues the same matches, in position order
-                const int l = __ffs(mine) - 1;
-                mine &= mine - 1;
-                const int k = __shfl_sync(FULL, rel, l) / WARPS;
-                if (lane == queued) q_pos = (int)(p0 + j * 32 + l), q_k = k;
-                if (++queued == INFLIGHT) flush();
-            }
-        }
-    }
-    if (queued) flush();
-
-    if (c >= C) return;
-#pragma unroll
-    for (int k = 0; k < ROWS_PER_WARP; ++k) {
-        const int v = g0 + warp + WARPS * k;
-        if (v >= Vp || !((touched >> k) & 1u)) continue;
-        const i64 row = (i64)v * C;
-        Pack w = load_pack(dwte, row + c, row + C, vec);
-#pragma unroll
-        for (int e = 0; e < PACK; ++e) w.v[e] = w.v[e] + acc[k][e];
-        store_pack(dwte, row + c, row + C, vec, w);
     }
 }
 

@@ -14,6 +14,7 @@ import yaml
 
 from .errors import CoppeliusError
 from .model import DIMENSIONS, Model, preset
+from .formats.geometry import MAX_WIDTH
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -151,6 +152,8 @@ def resolve(raw: dict, source: str = "config") -> Config:
     _check(raw["steps"] % raw["interval"] == 0, source, "steps", raw["steps"],
            f"it must be a multiple of interval ({raw['interval']}): change steps or interval")
     _check_int32_counts(model, raw["batch"], source)
+    _check(model.width <= MAX_WIDTH, source, "width", model.width,
+           f"the layernorm backward gives each 8 channels a thread of one block: use a width of at most {MAX_WIDTH}")
     for key in ("corpus", "tokens", "init_from"):
         value = raw.get(key)
         _check(value is None or value.isprintable(), source, key, value,

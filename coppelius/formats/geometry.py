@@ -37,10 +37,13 @@ ENCODER_CHUNK = 256     # channels per encoder_backward block (eb::CHUNK)
 ENCODER_POSITIONS = 8   # dwpe positions per encoder_backward block (eb::POSITIONS)
 ENCODER_SEGMENTS = 8    # runs of a dwte row's positions, a warp each (eb::SEGMENTS; host/encoder.c: SEGMENTS)
 ENCODER_SORT_TOKENS = 256  # vocabulary rows an encoder_sort block sorts (eb::TOKENS)
-ENCODER_SORT_THREADS = 1024  # threads of an encoder_sort block (eb::SORT_THREADS), the one kernel not of THREADS
+ENCODER_SORT_THREADS = 1024  # threads of an encoder_sort block (eb::SORT_THREADS)
 ENCODER_SPREAD_VOCAB = 512  # up to this many rows, encoder_backward gives each row a block (eb::SPREAD_VOCAB)
-LAYERNORM_ROWS = 8      # rows per layernorm block (layernorm.cuh: ln::ROWS)
-LAYERNORM_COLUMNS = 8   # channels per layernorm_backward column block (ln::COLUMNS)
+LAYERNORM_ROWS = 8      # rows per layernorm_forward block (layernorm.cuh: ln::ROWS)
+LAYERNORM_BLOCK_ROWS = 32   # rows a layernorm_backward block aims for (ln::BLOCK_ROWS; host/layernorm.c)
+LAYERNORM_MAX_BLOCKS = 1024  # layernorm_backward blocks at most (ln::MAX_BLOCKS; host/layernorm.c)
+LAYERNORM_MAX_THREADS = 512  # a layernorm_backward block: a thread per 8 channels (ln::MAX_THREADS), so C <= 4096
+MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (config.py refuses a wider one)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
 WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
@@ -93,8 +96,10 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
         grid = [_cdiv(s["Vp"], rows) + _cdiv(s["T"], ENCODER_POSITIONS), _cdiv(s["C"], ENCODER_CHUNK), 1]
     elif kernel == "layernorm_forward":
         grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
-    elif kernel == "layernorm_backward":  # column blocks, then row blocks
-        grid = [_cdiv(s["C"], LAYERNORM_COLUMNS) + _cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
+    elif kernel == "layernorm_backward":  # a block a run of rows, a thread per 8 channels
+        return [layernorm_backward_blocks(s["N"]), 1, 1], [32 * _cdiv(_cdiv(s["C"], PACK), 32), 1, 1], 0
+    elif kernel == "layernorm_backward_weight":  # a block 32 columns of the partials
+        return [_cdiv(2 * s["C"], 32), 1, 1], [1024, 1, 1], 0
     elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward", "argmax_forward"):
         grid = [max(1, s["N"]), 1, 1]
     elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):
@@ -104,6 +109,13 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     else:
         raise KeyError(f"{kernel} is not a catalog kernel")
     return grid, [THREADS, 1, 1], 0
+
+
+def layernorm_backward_blocks(N: int) -> int:
+    """Blocks of a layernorm_backward launch, each summing dweight and dbias over its run of ceil(N / blocks) rows
+    into one row of the partials that layernorm_backward_weight adds: about N / LAYERNORM_BLOCK_ROWS, at most
+    LAYERNORM_MAX_BLOCKS (the CUDA kernel, the cpu device and the C host use the same count)."""
+    return max(1, min(_cdiv(N, LAYERNORM_BLOCK_ROWS), LAYERNORM_MAX_BLOCKS))
 
 
 def encoder_run_length(n: int) -> int:

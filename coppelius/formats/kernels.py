@@ -8,6 +8,8 @@ its natural alignment. `out`-style parameters come first. A null pointer is 0 (n
 """
 from typing import NamedTuple
 
+from .geometry import layernorm_backward_blocks
+
 PTR_KINDS = {"f16*": "<f2", "f32*": "<f4", "i32*": "<i4"}
 SCALAR_KINDS = {"i32": "<i4", "u32": "<u4", "f32": "<f4"}
 
@@ -32,11 +34,14 @@ CATALOG = (
     Kernel(12, "layernorm_forward", (("out", "f16*", "w"), ("mean", "f32*", "w"), ("rstd", "f32*", "w"),
                                      ("inp", "f16*", "r"), ("weight", "f16*", "r"), ("bias", "f16*", "r"),
                                      ("N", "i32", None), ("C", "i32", None))),
-    # dinp += the input gradient (the residual stream's gradient accumulates); dweight, dbias written
-    Kernel(11, "layernorm_backward", (("dinp", "f16*", "rw"), ("dweight", "f16*", "w"), ("dbias", "f16*", "w"),
-                                      ("dout", "f16*", "r"), ("inp", "f16*", "r"), ("weight", "f16*", "r"),
-                                      ("mean", "f32*", "r"), ("rstd", "f32*", "r"), ("N", "i32", None),
-                                      ("C", "i32", None))),
+    # dinp += the input gradient (the residual stream's gradient accumulates); partials (P, 2, C): each block's sums
+    # of dweight and dbias over its rows (formats/geometry.py: layernorm_backward_blocks)
+    Kernel(11, "layernorm_backward", (("dinp", "f16*", "rw"), ("partials", "f32*", "w"), ("dout", "f16*", "r"),
+                                      ("inp", "f16*", "r"), ("weight", "f16*", "r"), ("mean", "f32*", "r"),
+                                      ("rstd", "f32*", "r"), ("N", "i32", None), ("C", "i32", None))),
+    # dweight, dbias = the sums of layernorm_backward's partials, row by row in order
+    Kernel(21, "layernorm_backward_weight", (("dweight", "f16*", "w"), ("dbias", "f16*", "w"),
+                                             ("partials", "f32*", "r"), ("N", "i32", None), ("C", "i32", None))),
     Kernel(15, "matmul_forward", (("out", "f16*", "w"), ("inp", "f16*", "r"), ("weight", "f16*", "r"),
                                   ("bias", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
                                   ("OC", "i32", None))),
@@ -121,7 +126,8 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
     if kernel.startswith("layernorm"):
         N, C = s["N"], s["C"]
         big = {k: N * C for k in ("out", "inp", "dinp", "dout")}
-        return {**big, "mean": N, "rstd": N, "weight": C, "bias": C, "dweight": C, "dbias": C}
+        return {**big, "mean": N, "rstd": N, "weight": C, "bias": C, "dweight": C, "dbias": C,
+                "partials": layernorm_backward_blocks(N) * 2 * C}
     if kernel.startswith("matmul"):
         N, C, OC = s["N"], s["C"], s["OC"]
         return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "weight": OC * C,

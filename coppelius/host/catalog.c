@@ -12,6 +12,7 @@ enum {
     CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
     RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU, ENCODER_SORT,
+    LAYERNORM_BACKWARD_WEIGHT,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -37,9 +38,9 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                             {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"Vp", I32_SCALAR}}},
     {"gelu_backward", 4, {{"dinp", F16_PTR}, {"inp", F16_PTR}, {"dout", F16_PTR}, {"N", I32_SCALAR}}},
     {"gelu_forward", 3, {{"out", F16_PTR}, {"inp", F16_PTR}, {"N", I32_SCALAR}}},
-    {"layernorm_backward", 10, {{"dinp", F16_PTR}, {"dweight", F16_PTR}, {"dbias", F16_PTR}, {"dout", F16_PTR},
-                                {"inp", F16_PTR}, {"weight", F16_PTR}, {"mean", F32_PTR}, {"rstd", F32_PTR},
-                                {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
+    {"layernorm_backward", 9, {{"dinp", F16_PTR}, {"partials", F32_PTR}, {"dout", F16_PTR}, {"inp", F16_PTR},
+                               {"weight", F16_PTR}, {"mean", F32_PTR}, {"rstd", F32_PTR}, {"N", I32_SCALAR},
+                               {"C", I32_SCALAR}}},
     {"layernorm_forward", 8, {{"out", F16_PTR}, {"mean", F32_PTR}, {"rstd", F32_PTR}, {"inp", F16_PTR},
                               {"weight", F16_PTR}, {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
     {"matmul_backward_input", 6, {{"dinp", F16_PTR}, {"dout", F16_PTR}, {"weight", F16_PTR}, {"N", I32_SCALAR},
@@ -58,6 +59,8 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                                 {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
     {"encoder_sort", 5, {{"order", I32_PTR}, {"first", I32_PTR}, {"tokens", I32_PTR}, {"N", I32_SCALAR},
                          {"Vp", I32_SCALAR}}},
+    {"layernorm_backward_weight", 5, {{"dweight", F16_PTR}, {"dbias", F16_PTR}, {"partials", F32_PTR},
+                                      {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -144,11 +147,12 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "order", N), set_extent(args, elements, "tokens", N);
         set_extent(args, elements, "first", Vp + 1);
         break;
-    case LAYERNORM_FORWARD: case LAYERNORM_BACKWARD:
+    case LAYERNORM_FORWARD: case LAYERNORM_BACKWARD: case LAYERNORM_BACKWARD_WEIGHT:
         for (int i = 0; i < abi->count; i++) if (param_is_pointer(abi->params[i].kind)) elements[i] = N * C;
         set_extent(args, elements, "mean", N), set_extent(args, elements, "rstd", N);
         set_extent(args, elements, "weight", C), set_extent(args, elements, "bias", C);
         set_extent(args, elements, "dweight", C), set_extent(args, elements, "dbias", C);
+        set_extent(args, elements, "partials", (int64_t)layernorm_backward_blocks(N) * 2 * C);
         break;
     case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT: case MATMUL_FORWARD_GELU:
         set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
@@ -222,7 +226,7 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case ENCODER_FORWARD: encoder_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7)); break;
     case GELU_BACKWARD: gelu_backward(p[0], p[1], p[2], I(3)); break;
     case GELU_FORWARD: gelu_forward(p[0], p[1], I(2)); break;
-    case LAYERNORM_BACKWARD: layernorm_backward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], I(8), I(9)); break;
+    case LAYERNORM_BACKWARD: layernorm_backward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], I(7), I(8)); break;
     case LAYERNORM_FORWARD: layernorm_forward(p[0], p[1], p[2], p[3], p[4], p[5], I(6), I(7)); break;
     case MATMUL_BACKWARD_INPUT: matmul_backward_input(p[0], p[1], p[2], I(3), I(4), I(5)); break;
     case MATMUL_BACKWARD_WEIGHT: matmul_backward_weight(p[0], p[1], p[2], p[3], I(4), I(5), I(6), w[7]); break;
@@ -234,6 +238,7 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
         break;
     case MATMUL_FORWARD_GELU: matmul_forward_gelu(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7)); break;
     case ENCODER_SORT: encoder_sort(p[0], p[1], p[2], I(3), I(4)); break;
+    case LAYERNORM_BACKWARD_WEIGHT: layernorm_backward_weight(p[0], p[1], p[2], I(3), I(4)); break;
     }
 #undef I
 #undef F

@@ -25,9 +25,13 @@ void encoder_backward(half* dwte, half* dwpe, const half* dout, const int32_t* o
 // out (N,C) = (inp - mean) * rstd * weight + bias; mean, rstd (N) float32 saved for the backward
 void layernorm_forward(half* out, float* mean, float* rstd, const half* inp, const half* weight, const half* bias,
                        int N, int C);
-// dinp (N,C) += input gradient; dweight, dbias (C) written
-void layernorm_backward(half* dinp, half* dweight, half* dbias, const half* dout, const half* inp,
-                        const half* weight, const float* mean, const float* rstd, int N, int C);
+// dinp (N,C) += input gradient; partials (P,2,C): each block of rows' sums of dweight and dbias
+void layernorm_backward(half* dinp, float* partials, const half* dout, const half* inp, const half* weight,
+                        const float* mean, const float* rstd, int N, int C);
+// dweight, dbias (C) = the partials' P rows added in order
+void layernorm_backward_weight(half* dweight, half* dbias, const float* partials, int N, int C);
+// P, the partials' rows (formats/geometry.py: layernorm_backward_blocks)
+int layernorm_backward_blocks(int N);
 // out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, or null)
 void matmul_forward(half* out, const half* inp, const half* weight, const half* bias, int N, int C, int OC);
 // dinp (N,C) = dout (N,OC) @ weight (OC,C)

@@ -3,8 +3,10 @@
 // Forward: mean and biased variance per row, rstd = 1/sqrt(var + 1e-5), out = (x - mean) * rstd
 // * w + b. Backward: dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) with
 // dnorm = dout * w and norm = (x - mean) * rstd, added to dinp; dw = sum over rows of
-// dout * norm, db = sum of dout (written). Rows go to threads for dx, channels for dw and db,
-// so each sum has one owner and a fixed order.
+// dout * norm, db = sum of dout, first per block of rows into the partials (the CUDA kernel's
+// blocks: layernorm_backward_blocks), then the blocks' sums in order (layernorm_backward_weight).
+// Rows go to threads for dx, blocks for the partials, channels for dw and db, so each sum has one
+// owner and a fixed order.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +52,18 @@ void layernorm_forward(half* out, float* mean, float* rstd, const half* inp, con
     parallel_for(N, 8, forward_range, &job);
 }
 
+// formats/geometry.py: LAYERNORM_BLOCK_ROWS, LAYERNORM_MAX_BLOCKS
+#define BLOCK_ROWS 32
+#define MAX_BLOCKS 1024
+
+int layernorm_backward_blocks(int N) {
+    int blocks = (N + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    return blocks < 1 ? 1 : blocks > MAX_BLOCKS ? MAX_BLOCKS : blocks;
+}
+
 typedef struct {
-    half* dinp; half* dweight; half* dbias; const half* dout; const half* inp; const half* weight;
-    const float* mean; const float* rstd; int N, C;
+    half* dinp; float* partials; const half* dout; const half* inp; const half* weight;
+    const float* mean; const float* rstd; int N, C, rows;
 } backward_job;
 
 // items: rows n; dinp[n] += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
@@ -82,33 +93,51 @@ static void dinp_range(void* context, long start, long end) {
     free(buffers);
 }
 
-// items: channels c; dweight[c] = sum_n dout * norm, dbias[c] = sum_n dout, in order of n
-static void dweight_range(void* context, long start, long end) {
+// items: blocks p; partials[p] = (sum of dout * norm, sum of dout) over the block's rows, in row order
+static void partial_range(void* context, long start, long end) {
     const backward_job* job = context;
-    const int C = job->C, width = (int)(end - start);
-    float* buffers = row_buffers("layernorm_backward", 2, width);
-    float *dw = buffers, *db = buffers + width;
-    for (int j = 0; j < width; j++) dw[j] = db[j] = 0.0f;
-    for (long n = 0; n < job->N; n++) {
-        const half* x = job->inp + n * C + start;
-        const half* dy = job->dout + n * C + start;
-        float mean = job->mean[n], rstd = job->rstd[n];
-        for (int j = 0; j < width; j++) {
-            float g = half_to_float(dy[j]);
-            dw[j] += g * ((half_to_float(x[j]) - mean) * rstd);
-            db[j] += g;
+    const int C = job->C;
+    for (long p = start; p < end; p++) {
+        float *dw = job->partials + p * 2 * C, *db = dw + C;
+        for (int c = 0; c < C; c++) dw[c] = db[c] = 0.0f;
+        long first = p * job->rows, last = first + job->rows < job->N ? first + job->rows : job->N;
+        for (long n = first; n < last; n++) {
+            const half* x = job->inp + n * C;
+            const half* dy = job->dout + n * C;
+            float mean = job->mean[n], rstd = job->rstd[n];
+            for (int c = 0; c < C; c++) {
+                float g = half_to_float(dy[c]);
+                dw[c] += g * ((half_to_float(x[c]) - mean) * rstd);
+                db[c] += g;
+            }
         }
     }
-    for (int j = 0; j < width; j++) {
-        job->dweight[start + j] = float_to_half(dw[j]);
-        job->dbias[start + j] = float_to_half(db[j]);
-    }
-    free(buffers);
 }
 
-void layernorm_backward(half* dinp, half* dweight, half* dbias, const half* dout, const half* inp,
-                        const half* weight, const float* mean, const float* rstd, int N, int C) {
-    backward_job job = {dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C};
+void layernorm_backward(half* dinp, float* partials, const half* dout, const half* inp, const half* weight,
+                        const float* mean, const float* rstd, int N, int C) {
+    int blocks = layernorm_backward_blocks(N);
+    backward_job job = {dinp, partials, dout, inp, weight, mean, rstd, N, C, (N + blocks - 1) / blocks};
     parallel_for(N, 8, dinp_range, &job);
-    parallel_for(C, 8, dweight_range, &job);
+    parallel_for(blocks, 1, partial_range, &job);
+}
+
+typedef struct {
+    half* dweight; half* dbias; const float* partials; int blocks, C;
+} weight_job;
+
+// items: columns j of (2, C); the partials' rows added in order
+static void column_range(void* context, long start, long end) {
+    const weight_job* job = context;
+    for (long j = start; j < end; j++) {
+        float total = 0.0f;
+        for (int p = 0; p < job->blocks; p++) total += job->partials[(long)p * 2 * job->C + j];
+        if (j < job->C) job->dweight[j] = float_to_half(total);
+        else job->dbias[j - job->C] = float_to_half(total);
+    }
+}
+
+void layernorm_backward_weight(half* dweight, half* dbias, const float* partials, int N, int C) {
+    weight_job job = {dweight, dbias, partials, layernorm_backward_blocks(N), C};
+    parallel_for(2L * C, 64, column_range, &job);
 }

@@ -11,6 +11,7 @@ import math
 from .. import canonical
 from ..config import Config
 from ..formats import checkpoint
+from ..formats.geometry import layernorm_backward_blocks
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, step_size_exact
 from .arena import Plane, align, lay_out
@@ -62,6 +63,7 @@ def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
         step("dlogits", "f16", B, T, Vp), step("dresidual", "f16", B, T, C), step("dbtc", "f16", B, T, C),
         step("dbt3c", "f16", B, T, 3 * C), step("dbt4c", "f16", B, T, 4 * C), step("dbt4c_gelu", "f16", B, T, 4 * C),
         step("token_order", "i32", B, T), step("token_first", "i32", Vp + 1),
+        step("ln_partials", "f32", layernorm_backward_blocks(B * T), 2, C),
         Plane("staging", "u8", (staging_bytes,), "transfer"),
     ]
 

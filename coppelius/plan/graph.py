@@ -123,9 +123,7 @@ class Step:
         p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),
                  N=N, C=C, OC=self.Vp)
         p.memset(self.at("dresidual"), self.planes["dresidual"].bytes)
-        p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("lnfw"), dbias=g("lnfb"), dout=self.at("dbtc"),
-                 inp=self.act("residual3", L - 1), weight=w("lnfw"), mean=self.at("lnf_mean"), rstd=self.at("lnf_rstd"),
-                 N=N, C=C)
+        self.layernorm_backward(p, "lnf", None, self.act("residual3", L - 1), self.at("lnf_mean"), self.at("lnf_rstd"))
         for l in reversed(range(L)):
             residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
             # the MLP: dresidual holds the gradient of residual3[l]
@@ -138,9 +136,7 @@ class Step:
                      inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c_gelu"), weight=w("fcw", l),
                      N=N, C=C, OC=4 * C)
-            p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("ln2w", l), dbias=g("ln2b", l),
-                     dout=self.at("dbtc"), inp=self.act("residual2", l), weight=w("ln2w", l), mean=self.act("ln2_mean", l),
-                     rstd=self.act("ln2_rstd", l), N=N, C=C)
+            self.layernorm_backward(p, "ln2", l, self.act("residual2", l), self.act("ln2_mean", l), self.act("ln2_rstd", l))
             # attention: dresidual now holds the gradient of residual2[l]
             p.launch("matmul_backward_weight", dweight=g("attprojw", l), dbias=g("attprojb", l), dout=self.at("dresidual"),
                      inp=self.act("atty", l), N=N, C=C, OC=C, accumulate=0)
@@ -152,13 +148,20 @@ class Step:
                      inp=self.act("ln1", l), N=N, C=C, OC=3 * C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt3c"), weight=w("qkvw", l),
                      N=N, C=C, OC=3 * C)
-            p.launch("layernorm_backward", dinp=self.at("dresidual"), dweight=g("ln1w", l), dbias=g("ln1b", l),
-                     dout=self.at("dbtc"), inp=residual, weight=w("ln1w", l), mean=self.act("ln1_mean", l),
-                     rstd=self.act("ln1_rstd", l), N=N, C=C)
+            self.layernorm_backward(p, "ln1", l, residual, self.act("ln1_mean", l), self.act("ln1_rstd", l))
         p.launch("encoder_sort", order=self.at("token_order"), first=self.at("token_first"), tokens=self.at("tokens"),
                  N=N, Vp=self.Vp)
         p.launch("encoder_backward", dwte=g("wte"), dwpe=g("wpe"), dout=self.at("dresidual"),
                  order=self.at("token_order"), first=self.at("token_first"), B=self.B, T=self.T, C=C, Vp=self.Vp)
+
+    def layernorm_backward(self, p: Piece, name: str, layer: int | None, inp: dict, mean: dict, rstd: dict):
+        """dresidual += the gradient through layernorm `name` (its gradient in dbtc); its weight and bias gradients
+        through the partials."""
+        N, C = self.N, self.C
+        p.launch("layernorm_backward", dinp=self.at("dresidual"), partials=self.at("ln_partials"), dout=self.at("dbtc"),
+                 inp=inp, weight=self.param("weights", f"{name}w", layer), mean=mean, rstd=rstd, N=N, C=C)
+        p.launch("layernorm_backward_weight", dweight=self.param("grads", f"{name}w", layer),
+                 dbias=self.param("grads", f"{name}b", layer), partials=self.at("ln_partials"), N=N, C=C)
 
     def update(self, p: Piece, step_size_word: str):
         lr, wd, S = self.learner.lr, self.learner.weight_decay, self.learner.loss_scale

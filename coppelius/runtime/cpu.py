@@ -9,7 +9,7 @@ to nearest even, as the GPU's __float2half_rn does).
 import numpy as np
 
 from ..formats import faults, tables
-from ..formats.geometry import ENCODER_SEGMENTS, encoder_run_length
+from ..formats.geometry import ENCODER_SEGMENTS, encoder_run_length, layernorm_backward_blocks
 from ..formats.kernels import KERNELS, KERNEL_NAMES, PTR_KINDS, SCALAR_KINDS, extents, param_layout
 from ..kernels import reference as ref
 from .device import Device
@@ -53,10 +53,22 @@ def layernorm_forward(out, mean, rstd, inp, weight, bias, N, C):
     out[:] = y.ravel()
 
 
-def layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C):
-    dx, dw, db = ref.layernorm_backward(f32(dout).reshape(N, C), f32(inp).reshape(N, C), f32(weight), mean, rstd)
+def layernorm_backward(dinp, partials, dout, inp, weight, mean, rstd, N, C):
+    g, x = f32(dout).reshape(N, C), f32(inp).reshape(N, C)
+    dx, _, _ = ref.layernorm_backward(g, x, f32(weight), mean, rstd)
     dinp[:] = f32(dinp) + dx.ravel()
-    dweight[:], dbias[:] = dw, db
+    # each block of rows' sums (formats/geometry.py: layernorm_backward_blocks), as the devices split them
+    blocks = layernorm_backward_blocks(N)
+    rows = -(-N // blocks)
+    padded = np.zeros((2, blocks * rows, C), np.float32)
+    padded[0, :N] = g * ((x - mean[:, None]) * rstd[:, None])
+    padded[1, :N] = g
+    partials[:] = padded.reshape(2, blocks, rows, C).sum(axis=2).transpose(1, 0, 2).ravel()
+
+
+def layernorm_backward_weight(dweight, dbias, partials, N, C):
+    parts = partials.reshape(layernorm_backward_blocks(N), 2, C)
+    dweight[:], dbias[:] = parts[:, 0].sum(axis=0), parts[:, 1].sum(axis=0)
 
 
 def matmul_forward(out, inp, weight, bias, N, C, OC):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coppelius.formats.geometry import geometry
+from coppelius.formats.geometry import geometry, layernorm_backward_blocks
 from coppelius.formats.kernels import ACCESS, KERNELS, PTR_KINDS, param_layout
 from coppelius.runtime import cpu
 
@@ -245,16 +245,22 @@ def test_layernorm_forward(card, rng, N, C):
     compare("layernorm_forward", "rstd", got["rstd"], want["rstd"], rel=1e-5)
 
 
-@pytest.mark.parametrize("N, C", [(77, 96), (77, 13), (1000, 768)])
+@pytest.mark.parametrize("N, C", [(77, 96), (77, 13), (1000, 768), (40000, 1600)])
 def test_layernorm_backward(card, rng, N, C):
     inp, weight, bias = half(rng, N, C, scale=2.0), half(rng, C), half(rng, C)
     mean, rstd = np.zeros(N, np.float32), np.zeros(N, np.float32)
     cpu.layernorm_forward(np.zeros(N * C, np.float16), mean, rstd, inp, weight, bias, N, C)
-    got, want = run(card, "layernorm_backward", dinp=half(rng, N * C), dweight=half(rng, C), dbias=half(rng, C),
-                    dout=half(rng, N, C), inp=inp, weight=weight, mean=mean, rstd=rstd, N=N, C=C)
-    # dinp: row sums in warp order; dweight, dbias: column sums in 128 slots, added in slot order
-    for name in ("dinp", "dweight", "dbias"):
-        compare("layernorm_backward", name, got[name], want[name], ulps=2, floor=1e-2)
+    partials = np.full(layernorm_backward_blocks(N) * 2 * C, np.nan, np.float32)
+    got, want = run(card, "layernorm_backward", dinp=half(rng, N * C), partials=partials, dout=half(rng, N, C),
+                    inp=inp, weight=weight, mean=mean, rstd=rstd, N=N, C=C)
+    # dinp: row sums over a thread's 8 channels, the warp, then the warps in order; partials: a block's rows in order
+    compare("layernorm_backward", "dinp", got["dinp"], want["dinp"], ulps=2, floor=1e-2)
+    compare("layernorm_backward", "partials", got["partials"], want["partials"], rel=1e-4, atol=1e-3)
+    # the weight gradients from the card's partials: the GPU's fixed order against numpy's sums of the same values
+    got_w, want_w = run(card, "layernorm_backward_weight", dweight=half(rng, C), dbias=half(rng, C),
+                        partials=got["partials"], N=N, C=C)
+    for name in ("dweight", "dbias"):
+        compare("layernorm_backward_weight", name, got_w[name], want_w[name], ulps=2, floor=1e-2)
 
 
 # ---------------------------------------------------------------- element-wise
@@ -382,8 +388,8 @@ def test_gpt2_sized_timings(card, rng, kernel):
                     inp=half(rng, N * C), weight=half(rng, C), bias=half(rng, C), N=N, C=C)
         moved = 2 * N * C * 2
     elif kernel == "layernorm_backward":
-        args = dict(dinp=half(rng, N * C), dweight=half(rng, C), dbias=half(rng, C), dout=half(rng, N * C),
-                    inp=half(rng, N * C), weight=half(rng, C), mean=np.zeros(N, np.float32),
+        args = dict(dinp=half(rng, N * C), partials=np.zeros(layernorm_backward_blocks(N) * 2 * C, np.float32),
+                    dout=half(rng, N * C), inp=half(rng, N * C), weight=half(rng, C), mean=np.zeros(N, np.float32),
                     rstd=np.ones(N, np.float32), N=N, C=C)
         moved = 4 * N * C * 2
     elif kernel == "crossentropy_backward":

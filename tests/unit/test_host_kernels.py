@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from coppelius.formats.elf import host_machine
-from coppelius.formats.geometry import encoder_run_length
+from coppelius.formats.geometry import encoder_run_length, layernorm_backward_blocks
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, param_layout
 from coppelius.runtime import cpu
@@ -37,7 +37,8 @@ TOLERANCE = {
     "residual_forward": {"out": EXACT}, "cast_half": {"out": EXACT}, "argmax_forward": {"predictions": EXACT},
     "nonfinite_check": {"flag": EXACT}, "adamw": {"params": EXACT, "m": EXACT, "v": EXACT, "half": EXACT},
     "layernorm_forward": {"out": HALF_SUMS, "mean": FLOAT_SUMS, "rstd": FLOAT_SUMS},
-    "layernorm_backward": {"dinp": HALF_SUMS, "dweight": HALF_SUMS, "dbias": HALF_SUMS},
+    "layernorm_backward": {"dinp": HALF_SUMS, "partials": FLOAT_SUMS},
+    "layernorm_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "matmul_forward": {"out": HALF_SUMS}, "matmul_backward_input": {"dinp": HALF_SUMS},
     "matmul_forward_gelu": {"out": HALF_SUMS, "out_gelu": HALF_SUMS},
     "matmul_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
@@ -85,9 +86,14 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         xf = x.astype(np.float32).reshape(N, C)
         mean = xf.mean(axis=1)
         rstd = (1 / np.sqrt(((xf - mean[:, None]) ** 2).mean(axis=1) + np.float32(1e-5))).astype(np.float32)
-        return {"dinp": _half(rng, N, C), "dweight": np.zeros(C, np.float16), "dbias": np.zeros(C, np.float16),
+        return {"dinp": _half(rng, N, C), "partials": np.full(layernorm_backward_blocks(N) * 2 * C, np.nan, np.float32),
                 "dout": _half(rng, N, C), "inp": x, "weight": _half(rng, C), "mean": mean, "rstd": rstd}, \
             {"N": N, "C": C}
+    if kernel == "layernorm_backward_weight":
+        n = 3000  # 94 blocks of 32 rows: partials of many rows
+        return {"dweight": np.zeros(C, np.float16), "dbias": np.zeros(C, np.float16),
+                "partials": (rng.standard_normal(layernorm_backward_blocks(n) * 2 * C) * 4).astype(np.float32)}, \
+            {"N": n, "C": C}
     rows, width, out_width = 18, 40, 72  # not multiples of the C kernels' 4-row, 32-column tiles
     if kernel == "matmul_forward":
         return {"out": np.zeros(rows * out_width, np.float16), "inp": _half(rng, rows, width),

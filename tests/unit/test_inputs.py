@@ -52,5 +52,7 @@ def test_config_refuses_counts_past_int32_and_control_characters():
         resolve(DEFAULTS | {"batch": 1_000_000_000})
     with pytest.raises(CoppeliusError, match="key 'width' is 16384; the model would have"):
         resolve(DEFAULTS | {"width": 16384, "heads": 1, "layers": 12})
+    with pytest.raises(CoppeliusError, match="key 'width' is 4160; the layernorm backward .* at most 4096"):
+        resolve(DEFAULTS | {"width": 4160, "heads": 65, "layers": 1})
     with pytest.raises(CoppeliusError, match="key 'corpus' is 'a\\\\nb'; a path cannot hold a newline"):
         resolve(DEFAULTS | {"corpus": "a\nb"})

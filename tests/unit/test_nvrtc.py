@@ -32,8 +32,9 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
         assert info[name]["registers"] > 0, name
         assert info[name]["shared_bytes"] <= 48 * 1024, name
         wide = arch in geometry.WIDE_TILE_ARCHS and name.startswith("matmul_")
-        threads = (geometry.HOPPER_THREADS,) if wide else (geometry.ENCODER_SORT_THREADS,) if name == "encoder_sort" \
-            else (0, 128, 256)
+        threads = (geometry.HOPPER_THREADS,) if wide else {
+            "encoder_sort": (geometry.ENCODER_SORT_THREADS,), "layernorm_backward": (geometry.LAYERNORM_MAX_THREADS,),
+            "layernorm_backward_weight": (1024,)}.get(name, (0, 128, 256))
         assert info[name]["max_threads"] in threads, name
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
@@ -101,7 +102,12 @@ def test_geometry_constants_match_the_kernels():
     host = (HOST_DIR / "encoder.c").read_text()  # the cpu target's C kernel sums in the same order
     assert re.search(r"#define SEGMENTS (\d+)", host).group(1) == str(geometry.ENCODER_SEGMENTS)
     assert constant("layernorm.cuh", "ROWS") == "WARPS" and geometry.LAYERNORM_ROWS == geometry.THREADS // 32
-    assert constant("layernorm.cuh", "COLUMNS") == "PACK" and geometry.LAYERNORM_COLUMNS == geometry.PACK
+    assert constant("layernorm.cuh", "BLOCK_ROWS") == str(geometry.LAYERNORM_BLOCK_ROWS)
+    assert constant("layernorm.cuh", "MAX_BLOCKS") == str(geometry.LAYERNORM_MAX_BLOCKS)
+    assert constant("layernorm.cuh", "MAX_THREADS") == str(geometry.LAYERNORM_MAX_THREADS)
+    host = (HOST_DIR / "layernorm.c").read_text()  # the cpu target's C kernel splits the rows the same way
+    assert re.search(r"#define BLOCK_ROWS (\d+)", host).group(1) == str(geometry.LAYERNORM_BLOCK_ROWS)
+    assert re.search(r"#define MAX_BLOCKS (\d+)", host).group(1) == str(geometry.LAYERNORM_MAX_BLOCKS)
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
     assert constant("attention.cuh", "AT_BR") == constant("attention.cuh", "AT_BCK") == str(geometry.ATTENTION_ROWS)
     assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
@@ -168,7 +174,9 @@ def test_geometry_of_the_gpt2_launches():
     assert geometry.geometry("encoder_backward", s) == ([6288 + 128, 3, 1], [256, 1, 1], 0)
     assert geometry.geometry("encoder_sort", s) == ([197, 1, 1], [1024, 1, 1], 0)
     assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == ([256 + 32, 2, 1], [256, 1, 1], 0)
-    assert geometry.geometry("layernorm_backward", s) == ([96 + 4096, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("layernorm_backward", s) == ([1024, 1, 1], [96, 1, 1], 0)
+    assert geometry.geometry("layernorm_backward", {"N": 77, "C": 13}) == ([3, 1, 1], [32, 1, 1], 0)
+    assert geometry.geometry("layernorm_backward_weight", s) == ([48, 1, 1], [1024, 1, 1], 0)
     assert geometry.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("adamw", {"N": 1000}) == ([4, 1, 1], [256, 1, 1], 0)

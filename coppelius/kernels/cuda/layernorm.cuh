@@ -6,9 +6,16 @@
 namespace cpl {
 namespace ln {
 constexpr float EPS = 1e-5f;
-constexpr int ROWS = WARPS;              // rows per block: a warp each
-constexpr int COLUMNS = PACK;            // channels per column block of the backward
-constexpr int BATCH = 4;                 // rows a column-block thread loads before adding them
+constexpr int ROWS = WARPS;              // rows per forward block: a warp each
+constexpr int BLOCK_ROWS = 32;           // rows a backward block aims for
+constexpr int MAX_BLOCKS = 1024;         // backward blocks at most: the partials' rows
+constexpr int MAX_THREADS = 512;         // a backward block: a thread per 8 channels, so C <= 4096
+constexpr int BATCH = 4;                 // rows a backward thread has in flight
+
+// Blocks of a backward launch, and so rows of its partials (formats/geometry.py: layernorm_backward_blocks).
+__device__ __forceinline__ int backward_blocks(int N) {
+    return max(1, min((N + BLOCK_ROWS - 1) / BLOCK_ROWS, MAX_BLOCKS));
+}
 }  // namespace ln
 }  // namespace cpl
 
@@ -55,95 +62,103 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// Two kinds of block in one grid (grid.x = ceil(C / 8) + ceil(N / 8)):
-// - column blocks (first, so that these longer ones start first): dweight and dbias of 8
-//   channels (one 16-byte access of a row), summed over all N rows with no scratch memory: thread
-//   t adds rows t, t+256, ... in row order, a warp combines its lanes (common.cuh), and one thread
-//   per channel adds the 8 warps' sums in warp order;
-// - row blocks: dinp += the input gradient, a warp per row as in the forward.
-extern "C" __global__ void __launch_bounds__(256, 3)  // 3 blocks an SM: the row blocks want warps in flight
-    layernorm_backward(__half* dinp, __half* dweight, __half* dbias, const __half* dout, const __half* inp,
-                       const __half* weight, const float* mean, const float* rstd, int N, int C) {
+// layernorm_backward: dinp += the input gradient, and each block's sums of dweight and dbias over its rows written
+// to partials (P, 2, C) fp32, P = ln::backward_blocks(N); layernorm_backward_weight then adds the P partials in order.
+// Deterministic without atomics: every sum has one owner and a fixed order.
+//
+// Block p owns rows [p R, (p + 1) R), R = ceil(N / P), and a thread 8 channels (blockDim = C / 8 rounded up to
+// whole warps), so that the thread's dweight and dbias sums stay in its registers over all the block's rows and
+// dout and inp are read once. A row's two sums over C (of dnorm = dout w and of dnorm norm) are combined as
+// everywhere here: a thread's 8 in order, the warp's butterfly, then the warps in order through shared memory
+// (double-buffered by batch, so one barrier a batch). BATCH rows are loaded before the first is used.
+extern "C" __global__ void __launch_bounds__(cpl::ln::MAX_THREADS)
+    layernorm_backward(__half* dinp, float* partials, const __half* dout, const __half* inp, const __half* weight,
+                       const float* mean, const float* rstd, int N, int C) {
     using namespace cpl;
+    using namespace cpl::ln;
+    __shared__ float sums[2][BATCH][MAX_THREADS / 32][2];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int c = threadIdx.x * PACK;  // this thread's channels; past C it adds zeros and stores nothing
     const bool vec = C % PACK == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
-    const int column_blocks = (C + ln::COLUMNS - 1) / ln::COLUMNS;
-
-    if ((int)blockIdx.x < column_blocks) {
-        __shared__ float part[2][WARPS][ln::COLUMNS];
-        const int c = blockIdx.x * ln::COLUMNS;
-        float dw[PACK] = {}, db[PACK] = {};
-        for (int n0 = threadIdx.x; n0 < N; n0 += THREADS * ln::BATCH) {
-            uint4 g[ln::BATCH], x[ln::BATCH];
-            float m[ln::BATCH], r[ln::BATCH];
+    const int R = (N + gridDim.x - 1) / gridDim.x, n0 = min(N, (int)blockIdx.x * R), n1 = min(N, n0 + R);
+    const Pack w = load_pack(weight, c, C, vec);
+    float dw[PACK] = {}, db[PACK] = {};
+    int parity = 0;
+    for (int n = n0; n < n1; n += BATCH, parity ^= 1) {
+        uint4 g[BATCH], x[BATCH], d[BATCH];
+        float m[BATCH], r[BATCH];
 #pragma unroll
-            for (int b = 0; b < ln::BATCH; ++b) {  // every load of the batch in flight before the first use
-                const int n = n0 + b * THREADS;
-                const i64 row = (i64)min(n, N - 1) * C;
-                g[b] = load_raw(dout, row + c, row + C, vec);
-                x[b] = load_raw(inp, row + c, row + C, vec);
-                m[b] = mean[min(n, N - 1)];
-                r[b] = rstd[min(n, N - 1)];
-            }
-#pragma unroll
-            for (int b = 0; b < ln::BATCH; ++b) {
-                if (n0 + b * THREADS >= N) break;
-                const Pack gp = unpack(g[b]), xp = unpack(x[b]);
-#pragma unroll
-                for (int k = 0; k < PACK; ++k) {
-                    dw[k] += gp.v[k] * ((xp.v[k] - m[b]) * r[b]);
-                    db[k] += gp.v[k];
-                }
-            }
+        for (int b = 0; b < BATCH; ++b) {  // every load of the batch in flight before the first use
+            const int row_n = min(n + b, n1 - 1);
+            const i64 row = (i64)row_n * C;
+            g[b] = load_raw(dout, row + c, row + C, vec);
+            x[b] = load_raw(inp, row + c, row + C, vec);
+            d[b] = load_raw(dinp, row + c, row + C, vec);
+            m[b] = mean[row_n];
+            r[b] = rstd[row_n];
         }
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-        for (int k = 0; k < PACK; ++k) {
-            dw[k] = warp_sum(dw[k]);
-            db[k] = warp_sum(db[k]);
-        }
-        if (lane == 0) {
+        for (int b = 0; b < BATCH; ++b) {
+            const Pack gp = unpack(g[b]), xp = unpack(x[b]);
+            float s1 = 0.f, s2 = 0.f;
 #pragma unroll
-            for (int k = 0; k < PACK; ++k) part[0][warp][k] = dw[k], part[1][warp][k] = db[k];
+            for (int k = 0; k < PACK; ++k) {
+                const float dnorm = gp.v[k] * w.v[k];
+                s1 += dnorm;
+                s2 += dnorm * ((xp.v[k] - m[b]) * r[b]);
+            }
+            s1 = warp_sum(s1);
+            s2 = warp_sum(s2);
+            if (lane == 0) sums[parity][b][warp][0] = s1, sums[parity][b][warp][1] = s2;
         }
         __syncthreads();
-        if (threadIdx.x < 2 * ln::COLUMNS) {
-            const int which = threadIdx.x / ln::COLUMNS, k = threadIdx.x % ln::COLUMNS;
-            float s = part[which][0][k];
 #pragma unroll
-            for (int w = 1; w < WARPS; ++w) s += part[which][w][k];
-            if (c + k < C) st(which ? dbias : dweight, c + k, s);
+        for (int b = 0; b < BATCH; ++b) {
+            if (n + b >= n1) break;
+            float s1 = sums[parity][b][0][0], s2 = sums[parity][b][0][1];
+            for (int v = 1; v < warps; ++v) s1 += sums[parity][b][v][0], s2 += sums[parity][b][v][1];
+            const float mean_dnorm = s1 / (float)C, mean_dnorm_norm = s2 / (float)C;
+            const Pack gp = unpack(g[b]), xp = unpack(x[b]);
+            Pack dp = unpack(d[b]);
+#pragma unroll
+            for (int k = 0; k < PACK; ++k) {
+                const float norm = (xp.v[k] - m[b]) * r[b];
+                dw[k] += gp.v[k] * norm;
+                db[k] += gp.v[k];
+                dp.v[k] = dp.v[k] + r[b] * (gp.v[k] * w.v[k] - mean_dnorm - norm * mean_dnorm_norm);
+            }
+            const i64 row = (i64)(n + b) * C;
+            if (c < C) store_pack(dinp, row + c, row + C, vec, dp);
         }
-        return;
     }
+    float* part = partials + (i64)blockIdx.x * 2 * C;
+#pragma unroll
+    for (int k = 0; k < PACK; ++k)
+        if (c + k < C) part[c + k] = dw[k], part[C + c + k] = db[k];
+}
 
-    const int lane = threadIdx.x & 31;
-    const int n = ((int)blockIdx.x - column_blocks) * ln::ROWS + (threadIdx.x >> 5);
-    if (n >= N) return;
-    const i64 row = (i64)n * C;
-    const float m = mean[n], r = rstd[n];
-    float s1 = 0.f, s2 = 0.f;
-    for (int c = lane * PACK; c < C; c += 32 * PACK) {
-        const Pack g = load_pack(dout, row + c, row + C, vec), x = load_pack(inp, row + c, row + C, vec),
-                   w = load_pack(weight, c, C, vec);
-#pragma unroll
-        for (int k = 0; k < PACK; ++k) {
-            const float dnorm = g.v[k] * w.v[k];
-            s1 += dnorm;
-            s2 += dnorm * ((x.v[k] - m) * r);
-        }
+// layernorm_backward_weight: dweight[c] and dbias[c], the sums of the partials' P rows. A block of 1024 threads
+// owns 32 of the 2C columns (a lane each); warp v adds rows v, v + 32, ... in order, then the 32 warps' sums are
+// added in warp order. Geometry: grid = ceil(2C / 32), blocks of 1024.
+extern "C" __global__ void __launch_bounds__(1024)
+    layernorm_backward_weight(__half* dweight, __half* dbias, const float* partials, int N, int C) {
+    using namespace cpl;
+    __shared__ float part[32][33];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, P = ln::backward_blocks(N);
+    const int j = blockIdx.x * 32 + lane;  // a column of (2, C): dweight's, then dbias's
+    float s = 0.f;
+    if (j < 2 * C) {
+#pragma unroll 8
+        for (int p = warp; p < P; p += 32) s += partials[(i64)p * 2 * C + j];
     }
-    const float mean_dnorm = warp_sum(s1) / (float)C, mean_dnorm_norm = warp_sum(s2) / (float)C;
-    for (int c = lane * PACK; c < C; c += 32 * PACK) {
-        const Pack g = load_pack(dout, row + c, row + C, vec), x = load_pack(inp, row + c, row + C, vec),
-                   w = load_pack(weight, c, C, vec);
-        Pack d = load_pack(dinp, row + c, row + C, vec);
+    part[warp][lane] = s;
+    __syncthreads();
+    if (warp != 0 || j >= 2 * C) return;
+    float total = part[0][lane];
 #pragma unroll
-        for (int k = 0; k < PACK; ++k) {
-            const float norm = (x.v[k] - m) * r;
-            d.v[k] = d.v[k] + r * (g.v[k] * w.v[k] - mean_dnorm - norm * mean_dnorm_norm);
-        }
-        store_pack(dinp, row + c, row + C, vec, d);
-    }
+    for (int v = 1; v < 32; ++v) total += part[v][lane];
+    if (j < C) st(dweight, j, total);
+    else st(dbias, j - C, total);
 }
 
 #endif

@@ -40,7 +40,7 @@ ENCODER_SORT_TOKENS = 256  # vocabulary rows an encoder_sort block sorts (eb::TO
 ENCODER_SORT_THREADS = 1024  # threads of an encoder_sort block (eb::SORT_THREADS)
 ENCODER_SPREAD_VOCAB = 512  # up to this many rows, encoder_backward gives each row a block (eb::SPREAD_VOCAB)
 LAYERNORM_ROWS = 8      # rows per layernorm_forward block (layernorm.cuh: ln::ROWS)
-LAYERNORM_BLOCK_ROWS = 32   # rows a layernorm_backward block aims for (ln::BLOCK_ROWS; host/layernorm.c)
+LAYERNORM_BLOCK_ROWS = 4    # rows a layernorm_backward block aims for: one batch (ln::BLOCK_ROWS; host/layernorm.c)
 LAYERNORM_MAX_BLOCKS = 1024  # layernorm_backward blocks at most (ln::MAX_BLOCKS; host/layernorm.c)
 LAYERNORM_MAX_THREADS = 512  # a layernorm_backward block: a thread per 8 channels (ln::MAX_THREADS), so C <= 4096
 MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (config.py refuses a wider one)

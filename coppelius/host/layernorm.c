@@ -53,7 +53,7 @@ void layernorm_forward(half* out, float* mean, float* rstd, const half* inp, con
 }
 
 // formats/geometry.py: LAYERNORM_BLOCK_ROWS, LAYERNORM_MAX_BLOCKS
-#define BLOCK_ROWS 32
+#define BLOCK_ROWS 4
 #define MAX_BLOCKS 1024
 
 int layernorm_backward_blocks(int N) {

@@ -90,7 +90,7 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
                 "dout": _half(rng, N, C), "inp": x, "weight": _half(rng, C), "mean": mean, "rstd": rstd}, \
             {"N": N, "C": C}
     if kernel == "layernorm_backward_weight":
-        n = 3000  # 94 blocks of 32 rows: partials of many rows
+        n = 6000  # the most blocks (1024), of 6 rows: partials of several rows each
         return {"dweight": np.zeros(C, np.float16), "dbias": np.zeros(C, np.float16),
                 "partials": (rng.standard_normal(layernorm_backward_blocks(n) * 2 * C) * 4).astype(np.float32)}, \
             {"N": n, "C": C}

@@ -7,7 +7,7 @@ namespace cpl {
 namespace ln {
 constexpr float EPS = 1e-5f;
 constexpr int ROWS = WARPS;              // rows per forward block: a warp each
-constexpr int BLOCK_ROWS = 32;           // rows a backward block aims for
+constexpr int BLOCK_ROWS = 4;            // rows a backward block aims for: one batch, where N allows
 constexpr int MAX_BLOCKS = 1024;         // backward blocks at most: the partials' rows
 constexpr int MAX_THREADS = 512;         // a backward block: a thread per 8 channels, so C <= 4096
 constexpr int BATCH = 4;                 // rows a backward thread has in flight

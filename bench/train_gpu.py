@@ -37,12 +37,10 @@ def step_ms(record: dict) -> float:
     return 1000 * deltas[len(deltas) // 2]
 
 
-def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, float, dict]:
-    """(native host ms/step, Python host ms/step, details) of the same host ELF."""
+def build_h200(model: str, batch: int, steps: int, work: Path) -> dict:
+    """The workflow's artifacts (stages.build_chain's paths) of an h200 run of `steps` steps on a corpus of the
+    project's own Python sources; the working directory becomes `work`."""
     from coppelius.config import ROOT as CROOT, resolve
-    from coppelius.formats import result
-    from reference_host.interpreter import Program, Run
-    from cuda_harness import CudaDevice, check_card
     from coppelius.stages import build_chain
     corpus = work / "corpus.txt"
     if not corpus.exists():
@@ -52,7 +50,15 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     config = resolve(raw | {"target": "h200", "model": model, "batch": batch, "steps": steps, "interval": steps,
                             "corpus": str(corpus), "keep": 1})
     os.chdir(work)
-    paths = build_chain(config, work / model)
+    return build_chain(config, work / model)
+
+
+def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, float, dict]:
+    """(native host ms/step, Python host ms/step, details) of the same host ELF."""
+    from coppelius.formats import result
+    from reference_host.interpreter import Program, Run
+    from cuda_harness import CudaDevice, check_card
+    paths = build_h200(model, batch, steps, work)
     native_out = work / f"{model}-native"
     subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
                     paths["val"], "--out", str(native_out)], check=True, env={})  # a clean environment: the driver only

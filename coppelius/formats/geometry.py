@@ -43,6 +43,7 @@ LAYERNORM_ROWS = 8      # rows per layernorm_forward block (layernorm.cuh: ln::R
 LAYERNORM_BLOCK_ROWS = 4    # rows a layernorm_backward block aims for: one batch (ln::BLOCK_ROWS; host/layernorm.c)
 LAYERNORM_MAX_BLOCKS = 1024  # layernorm_backward blocks at most (ln::MAX_BLOCKS; host/layernorm.c)
 LAYERNORM_MAX_THREADS = 512  # a layernorm_backward block: a thread per 8 channels (ln::MAX_THREADS), so C <= 4096
+LAYERNORM_WEIGHT_THREADS = 1024  # a layernorm_backward_weight block: 32 columns x 32 row groups (ln::WEIGHT_THREADS)
 MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (config.py refuses a wider one)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
@@ -99,7 +100,7 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     elif kernel == "layernorm_backward":  # a block a run of rows, a thread per 8 channels
         return [layernorm_backward_blocks(s["N"]), 1, 1], [32 * _cdiv(_cdiv(s["C"], PACK), 32), 1, 1], 0
     elif kernel == "layernorm_backward_weight":  # a block 32 columns of the partials
-        return [_cdiv(2 * s["C"], 32), 1, 1], [1024, 1, 1], 0
+        return [_cdiv(2 * s["C"], 32), 1, 1], [LAYERNORM_WEIGHT_THREADS, 1, 1], 0
     elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward", "argmax_forward"):
         grid = [max(1, s["N"]), 1, 1]
     elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):

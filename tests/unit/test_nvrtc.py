@@ -34,7 +34,7 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
         wide = arch in geometry.WIDE_TILE_ARCHS and name.startswith("matmul_")
         threads = (geometry.HOPPER_THREADS,) if wide else {
             "encoder_sort": (geometry.ENCODER_SORT_THREADS,), "layernorm_backward": (geometry.LAYERNORM_MAX_THREADS,),
-            "layernorm_backward_weight": (1024,)}.get(name, (0, 128, 256))
+            "layernorm_backward_weight": (geometry.LAYERNORM_WEIGHT_THREADS,)}.get(name, (0, 128, 256))
         assert info[name]["max_threads"] in threads, name
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
@@ -105,6 +105,7 @@ def test_geometry_constants_match_the_kernels():
     assert constant("layernorm.cuh", "BLOCK_ROWS") == str(geometry.LAYERNORM_BLOCK_ROWS)
     assert constant("layernorm.cuh", "MAX_BLOCKS") == str(geometry.LAYERNORM_MAX_BLOCKS)
     assert constant("layernorm.cuh", "MAX_THREADS") == str(geometry.LAYERNORM_MAX_THREADS)
+    assert constant("layernorm.cuh", "WEIGHT_THREADS") == str(geometry.LAYERNORM_WEIGHT_THREADS)
     host = (HOST_DIR / "layernorm.c").read_text()  # the cpu target's C kernel splits the rows the same way
     assert re.search(r"#define BLOCK_ROWS (\d+)", host).group(1) == str(geometry.LAYERNORM_BLOCK_ROWS)
     assert re.search(r"#define MAX_BLOCKS (\d+)", host).group(1) == str(geometry.LAYERNORM_MAX_BLOCKS)

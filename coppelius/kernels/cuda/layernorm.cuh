@@ -11,6 +11,7 @@ constexpr int BLOCK_ROWS = 4;            // rows a backward block aims for: one 
 constexpr int MAX_BLOCKS = 1024;         // backward blocks at most: the partials' rows
 constexpr int MAX_THREADS = 512;         // a backward block: a thread per 8 channels, so C <= 4096
 constexpr int BATCH = 4;                 // rows a backward thread has in flight
+constexpr int WEIGHT_THREADS = 1024;     // a layernorm_backward_weight block: 32 columns x 32 row groups
 
 // Blocks of a backward launch, and so rows of its partials (formats/geometry.py: layernorm_backward_blocks).
 __device__ __forceinline__ int backward_blocks(int N) {
@@ -140,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(cpl::ln::MAX_THREADS)
 // layernorm_backward_weight: dweight[c] and dbias[c], the sums of the partials' P rows. A block of 1024 threads
 // owns 32 of the 2C columns (a lane each); warp v adds rows v, v + 32, ... in order, then the 32 warps' sums are
 // added in warp order. Geometry: grid = ceil(2C / 32), blocks of 1024.
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(cpl::ln::WEIGHT_THREADS)
     layernorm_backward_weight(__half* dweight, __half* dbias, const float* partials, int N, int C) {
     using namespace cpl;
     __shared__ float part[32][33];

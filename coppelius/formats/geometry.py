@@ -95,7 +95,7 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     elif kernel == "encoder_backward":  # row-group blocks, then dwpe blocks; channel chunks in y
         rows = 1 if s["Vp"] <= ENCODER_SPREAD_VOCAB else ENCODER_ROWS  # vocabulary rows a block
         grid = [_cdiv(s["Vp"], rows) + _cdiv(s["T"], ENCODER_POSITIONS), _cdiv(s["C"], ENCODER_CHUNK), 1]
-    elif kernel == "layernorm_forward":
+    elif kernel in ("layernorm_forward", "residual_layernorm_forward"):
         grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
     elif kernel == "layernorm_backward":  # a block a run of rows, a thread per 8 channels
         return [layernorm_backward_blocks(s["N"]), 1, 1], [32 * _cdiv(_cdiv(s["C"], PACK), 32), 1, 1], 0

@@ -64,6 +64,11 @@ CATALOG = (
     Kernel(10, "gelu_forward", (("out", "f16*", "w"), ("inp", "f16*", "r"), ("N", "i32", None))),
     Kernel(9, "gelu_backward", (("dinp", "f16*", "w"), ("inp", "f16*", "r"), ("dout", "f16*", "r"),
                                 ("N", "i32", None))),
+    # residual = inp1 + inp2 (as residual_forward), then out, mean, rstd = layernorm_forward of residual: one launch
+    Kernel(22, "residual_layernorm_forward", (("residual", "f16*", "w"), ("out", "f16*", "w"), ("mean", "f32*", "w"),
+                                              ("rstd", "f32*", "w"), ("inp1", "f16*", "r"), ("inp2", "f16*", "r"),
+                                              ("weight", "f16*", "r"), ("bias", "f16*", "r"), ("N", "i32", None),
+                                              ("C", "i32", None))),
     Kernel(17, "residual_forward", (("out", "f16*", "w"), ("inp1", "f16*", "r"), ("inp2", "f16*", "r"),
                                     ("N", "i32", None))),
     Kernel(6, "crossentropy_forward", (("losses", "f32*", "w"), ("logits", "f16*", "r"),
@@ -123,9 +128,9 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
         B, T, C = s["B"], s["T"], s["C"]
         return {"tokens": B * T, "out": B * T * C, "dout": B * T * C, "wte": s["Vp"] * C, "dwte": s["Vp"] * C,
                 "wpe": T * C, "dwpe": T * C, "order": B * T, "first": s["Vp"] + 1}
-    if kernel.startswith("layernorm"):
+    if kernel.startswith("layernorm") or kernel == "residual_layernorm_forward":
         N, C = s["N"], s["C"]
-        big = {k: N * C for k in ("out", "inp", "dinp", "dout")}
+        big = {k: N * C for k in ("out", "inp", "dinp", "dout", "residual", "inp1", "inp2")}
         return {**big, "mean": N, "rstd": N, "weight": C, "bias": C, "dweight": C, "dbias": C,
                 "partials": layernorm_backward_blocks(N) * 2 * C}
     if kernel.startswith("matmul"):

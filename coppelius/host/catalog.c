@@ -12,7 +12,7 @@ enum {
     CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
     RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU, ENCODER_SORT,
-    LAYERNORM_BACKWARD_WEIGHT,
+    LAYERNORM_BACKWARD_WEIGHT, RESIDUAL_LAYERNORM_FORWARD,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -61,6 +61,9 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                          {"Vp", I32_SCALAR}}},
     {"layernorm_backward_weight", 5, {{"dweight", F16_PTR}, {"dbias", F16_PTR}, {"partials", F32_PTR},
                                       {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
+    {"residual_layernorm_forward", 10, {{"residual", F16_PTR}, {"out", F16_PTR}, {"mean", F32_PTR},
+                                        {"rstd", F32_PTR}, {"inp1", F16_PTR}, {"inp2", F16_PTR}, {"weight", F16_PTR},
+                                        {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -147,7 +150,7 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "order", N), set_extent(args, elements, "tokens", N);
         set_extent(args, elements, "first", Vp + 1);
         break;
-    case LAYERNORM_FORWARD: case LAYERNORM_BACKWARD: case LAYERNORM_BACKWARD_WEIGHT:
+    case LAYERNORM_FORWARD: case LAYERNORM_BACKWARD: case LAYERNORM_BACKWARD_WEIGHT: case RESIDUAL_LAYERNORM_FORWARD:
         for (int i = 0; i < abi->count; i++) if (param_is_pointer(abi->params[i].kind)) elements[i] = N * C;
         set_extent(args, elements, "mean", N), set_extent(args, elements, "rstd", N);
         set_extent(args, elements, "weight", C), set_extent(args, elements, "bias", C);
@@ -239,6 +242,10 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case MATMUL_FORWARD_GELU: matmul_forward_gelu(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7)); break;
     case ENCODER_SORT: encoder_sort(p[0], p[1], p[2], I(3), I(4)); break;
     case LAYERNORM_BACKWARD_WEIGHT: layernorm_backward_weight(p[0], p[1], p[2], I(3), I(4)); break;
+    case RESIDUAL_LAYERNORM_FORWARD:
+        residual_forward(p[0], p[4], p[5], I(8) * I(9));
+        layernorm_forward(p[1], p[2], p[3], p[0], p[6], p[7], I(8), I(9));
+        break;
     }
 #undef I
 #undef F

@@ -82,27 +82,29 @@ class Step:
         w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
         p.launch("encoder_forward", out=self.at("encoded"), tokens=self.at("tokens"), wte=w("wte"), wpe=w("wpe"),
                  B=self.B, T=self.T, C=C, Vp=self.Vp)
+        def norm(name: str, layer: int | None) -> dict:  # layernorm `name`'s outputs and parameters (lnf: no layer)
+            at = (lambda plane: self.at(plane)) if layer is None else (lambda plane: self.act(plane, layer))  # noqa: E731
+            return dict(out=at(name), mean=at(f"{name}_mean"), rstd=at(f"{name}_rstd"), weight=w(f"{name}w", layer),
+                        bias=w(f"{name}b", layer))
+        # each residual add is one launch with the layernorm after it (ln2; the next layer's ln1, or lnf)
+        p.launch("layernorm_forward", **norm("ln1", 0), inp=self.at("encoded"), N=N, C=C)
         for l in range(L):
             residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
-            p.launch("layernorm_forward", out=self.act("ln1", l), mean=self.act("ln1_mean", l), rstd=self.act("ln1_rstd", l),
-                     inp=residual, weight=w("ln1w", l), bias=w("ln1b", l), N=N, C=C)
             p.launch("matmul_forward", out=self.act("qkv", l), inp=self.act("ln1", l), weight=w("qkvw", l),
                      bias=w("qkvb", l), N=N, C=C, OC=3 * C)
             p.launch("attention_forward", out=self.act("atty", l), lse=self.act("att_lse", l), qkv=self.act("qkv", l),
                      B=self.B, T=self.T, C=C, NH=self.NH)
             p.launch("matmul_forward", out=self.act("attproj", l), inp=self.act("atty", l), weight=w("attprojw", l),
                      bias=w("attprojb", l), N=N, C=C, OC=C)
-            p.launch("residual_forward", out=self.act("residual2", l), inp1=residual, inp2=self.act("attproj", l), N=N * C)
-            p.launch("layernorm_forward", out=self.act("ln2", l), mean=self.act("ln2_mean", l), rstd=self.act("ln2_rstd", l),
-                     inp=self.act("residual2", l), weight=w("ln2w", l), bias=w("ln2b", l), N=N, C=C)
+            p.launch("residual_layernorm_forward", residual=self.act("residual2", l), **norm("ln2", l), inp1=residual,
+                     inp2=self.act("attproj", l), N=N, C=C)
             p.launch("matmul_forward_gelu", out=self.act("fch", l), out_gelu=self.act("fch_gelu", l),
                      inp=self.act("ln2", l), weight=w("fcw", l), bias=w("fcb", l), N=N, C=C, OC=4 * C)
             p.launch("matmul_forward", out=self.act("fcproj", l), inp=self.act("fch_gelu", l), weight=w("fcprojw", l),
                      bias=w("fcprojb", l), N=N, C=4 * C, OC=C)
-            p.launch("residual_forward", out=self.act("residual3", l), inp1=self.act("residual2", l),
-                     inp2=self.act("fcproj", l), N=N * C)
-        p.launch("layernorm_forward", out=self.at("lnf"), mean=self.at("lnf_mean"), rstd=self.at("lnf_rstd"),
-                 inp=self.act("residual3", L - 1), weight=w("lnfw"), bias=w("lnfb"), N=N, C=C)
+            p.launch("residual_layernorm_forward", residual=self.act("residual3", l),
+                     **(norm("lnf", None) if l == L - 1 else norm("ln1", l + 1)), inp1=self.act("residual2", l),
+                     inp2=self.act("fcproj", l), N=N, C=C)
         p.launch("matmul_forward", out=self.at("logits"), inp=self.at("lnf"), weight=w("wte"), bias=None,
                  N=N, C=C, OC=self.Vp)
         if with_predictions:  # the training step's losses come with its gradient (backward)

@@ -115,6 +115,11 @@ def residual_forward(out, inp1, inp2, N):
     out[:] = ref.residual_forward(f32(inp1), f32(inp2))
 
 
+def residual_layernorm_forward(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C):
+    residual_forward(residual, inp1, inp2, N * C)
+    layernorm_forward(out, mean, rstd, residual, weight, bias, N, C)
+
+
 def crossentropy_forward(losses, logits, targets, N, V, Vp):
     losses[:] = ref.crossentropy_forward(f32(logits).reshape(N, Vp), targets, V)
 

@@ -245,6 +245,27 @@ def test_layernorm_forward(card, rng, N, C):
     compare("layernorm_forward", "rstd", got["rstd"], want["rstd"], rel=1e-5)
 
 
+@pytest.mark.parametrize("N, C", [(77, 96), (77, 13), (300, 768)])
+def test_residual_layernorm_forward(card, rng, N, C):
+    """The fused launch against the numpy device, and bit for bit against the card's two kernels it replaces."""
+    args = dict(residual=half(rng, N * C), out=half(rng, N * C), mean=np.zeros(N, np.float32),
+                rstd=np.zeros(N, np.float32), inp1=half(rng, N, C, scale=2.0) + np.float16(0.5),
+                inp2=half(rng, N, C, scale=2.0), weight=half(rng, C), bias=half(rng, C), N=N, C=C)
+    got, want = run(card, "residual_layernorm_forward", **args)
+    compare("residual_layernorm_forward", "residual", got["residual"], want["residual"], ulps=0)
+    compare("residual_layernorm_forward", "out", got["out"], want["out"], ulps=2)
+    compare("residual_layernorm_forward", "mean", got["mean"], want["mean"], rel=1e-5, atol=1e-6)
+    compare("residual_layernorm_forward", "rstd", got["rstd"], want["rstd"], rel=1e-5)
+    residual = card.launch("residual_forward", dict(out=half(rng, N * C), inp1=args["inp1"], inp2=args["inp2"],
+                                                    N=N * C))["out"]
+    norm = card.launch("layernorm_forward", dict(out=half(rng, N * C), mean=np.zeros(N, np.float32),
+                                                 rstd=np.zeros(N, np.float32), inp=residual, weight=args["weight"],
+                                                 bias=args["bias"], N=N, C=C))
+    compare("residual_layernorm_forward", "residual (two kernels)", got["residual"], residual, ulps=0)
+    for name in ("out", "mean", "rstd"):
+        compare("residual_layernorm_forward", f"{name} (two kernels)", got[name], norm[name], ulps=0)
+
+
 @pytest.mark.parametrize("N, C", [(77, 96), (77, 13), (1000, 768), (40000, 1600)])
 def test_layernorm_backward(card, rng, N, C):
     inp, weight, bias = half(rng, N, C, scale=2.0), half(rng, C), half(rng, C)

@@ -313,8 +313,8 @@ def _layer0(c, kernel, out_plane):
 
 
 def m_count_into_next_layer(c):
-    residual = _layer0(c, "residual_forward", "residual3")
-    set_arg(residual, "N", 2 * arg(residual, "N"))
+    attention = _layer0(c, "attention_forward", "atty")
+    set_arg(attention, "B", 2 * arg(attention, "B"))
     return c.reencode()
 
 
@@ -330,7 +330,7 @@ def m_grid_too_small(c):
 
 
 def m_grid_too_large(c):
-    _layer0(c, "residual_forward", "residual3")["grid"][0] += 1
+    _layer0(c, "residual_layernorm_forward", "ln2")["grid"][0] += 1
     return c.reencode()
 
 
@@ -420,12 +420,12 @@ MUTATIONS = [
     ("count-into-next-tensor", "cpu", "device-extents", m_count_into_next_tensor,
      ["(adamw) argument params", "runs from tensor wte", "into ln1w of plane params"]),
     ("count-into-next-layer", "cpu", "device-extents", m_count_into_next_layer,
-     ["(residual_forward) argument out", "runs from layer 0 into layer 1 of plane residual3"]),
+     ["(attention_forward) argument out", "runs from layer 0 into layer 1 of plane atty"]),
     ("rows-into-next-layer", "cpu", "device-extents", m_rows_into_next_layer,
      ["(matmul_forward) argument out", "from layer 0 into layer 1 of plane qkv"]),
     ("grid-too-small", "cpu", "device-geometry", m_grid_too_small, ["(adamw): grid [463, 1, 1]", "grid [464, 1, 1]"]),
     ("grid-too-large", "cpu", "device-geometry", m_grid_too_large,
-     ["(residual_forward): grid", "the kernel covers its work"]),
+     ["(residual_layernorm_forward): grid", "the kernel covers its work"]),
     ("block-too-small", "cpu", "device-geometry", m_block_too_small,
      ["(layernorm_forward): grid", "block [128, 1, 1]", "block [256, 1, 1]"]),
     ("lr-at-midpoint", None, "learner-schedule", m_lr_midpoint,

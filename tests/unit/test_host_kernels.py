@@ -37,6 +37,7 @@ TOLERANCE = {
     "residual_forward": {"out": EXACT}, "cast_half": {"out": EXACT}, "argmax_forward": {"predictions": EXACT},
     "nonfinite_check": {"flag": EXACT}, "adamw": {"params": EXACT, "m": EXACT, "v": EXACT, "half": EXACT},
     "layernorm_forward": {"out": HALF_SUMS, "mean": FLOAT_SUMS, "rstd": FLOAT_SUMS},
+    "residual_layernorm_forward": {"residual": EXACT, "out": HALF_SUMS, "mean": FLOAT_SUMS, "rstd": FLOAT_SUMS},
     "layernorm_backward": {"dinp": HALF_SUMS, "partials": FLOAT_SUMS},
     "layernorm_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "matmul_forward": {"out": HALF_SUMS}, "matmul_backward_input": {"dinp": HALF_SUMS},
@@ -81,6 +82,11 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         return {"out": np.zeros(N * C, np.float16), "mean": np.zeros(N, np.float32), "rstd": np.zeros(N, np.float32),
                 "inp": _half(rng, N, C, scale=3.0) + np.float16(0.5), "weight": _half(rng, C), "bias": _half(rng, C)}, \
             {"N": N, "C": C}
+    if kernel == "residual_layernorm_forward":
+        return {"residual": np.zeros(N * C, np.float16), "out": np.zeros(N * C, np.float16),
+                "mean": np.zeros(N, np.float32), "rstd": np.zeros(N, np.float32),
+                "inp1": _half(rng, N, C, scale=2.0) + np.float16(0.5), "inp2": _half(rng, N, C, scale=2.0),
+                "weight": _half(rng, C), "bias": _half(rng, C)}, {"N": N, "C": C}
     if kernel == "layernorm_backward":
         x = _half(rng, N, C)
         xf = x.astype(np.float32).reshape(N, C)

@@ -1,4 +1,4 @@
-// layernorm_forward and layernorm_backward: rows of C channels, N rows.
+// layernorm_forward, residual_layernorm_forward and layernorm_backward: rows of C channels, N rows.
 #ifndef COPPELIUS_LAYERNORM_CUH
 #define COPPELIUS_LAYERNORM_CUH
 #include "common.cuh"
@@ -20,9 +20,39 @@ __device__ __forceinline__ int backward_blocks(int N) {
 }  // namespace ln
 }  // namespace cpl
 
-// A warp per row (grid.x = ceil(N / 8)): mean, then the biased variance around it (two passes
-// over the row, the second from L1), rstd = 1/sqrt(var + 1e-5), out = (x - mean) * rstd * w + b.
-// A lane adds its channels 8*lane + 256*i in order, then the warp combines (common.cuh).
+// Row n of a layernorm, a warp (lane's channels 8 lane + 256 i), from s, the lane's sum of the row's x in order: the
+// warp combines the sums (common.cuh), mean = sum / C; then the biased variance around it (a second pass over the row,
+// from L1), rstd = 1/sqrt(var + 1e-5); out = (x - mean) * rstd * w + b (a third pass).
+__device__ __forceinline__ void ln_row(__half* out, float* mean, float* rstd, const __half* x, const __half* weight,
+                                       const __half* bias, float s, int n, int C, bool vec, int lane) {
+    using namespace cpl;
+    const i64 row = (i64)n * C;
+    const float m = warp_sum(s) / (float)C;
+    float q = 0.f;
+    for (int c = lane * PACK; c < C; c += 32 * PACK) {
+        const Pack v = load_pack(x, row + c, row + C, vec);
+#pragma unroll
+        for (int k = 0; k < PACK && c + k < C; ++k) {
+            const float d = v.v[k] - m;
+            q += d * d;
+        }
+    }
+    const float r = 1.0f / sqrtf(warp_sum(q) / (float)C + ln::EPS);
+    for (int c = lane * PACK; c < C; c += 32 * PACK) {
+        const Pack v = load_pack(x, row + c, row + C, vec), w = load_pack(weight, c, C, vec),
+                   b = load_pack(bias, c, C, vec);
+        Pack y;
+#pragma unroll
+        for (int k = 0; k < PACK; ++k) y.v[k] = (v.v[k] - m) * r * w.v[k] + b.v[k];
+        store_pack(out, row + c, row + C, vec, y);
+    }
+    if (lane == 0) {
+        mean[n] = m;
+        rstd[n] = r;
+    }
+}
+
+// A warp per row (grid.x = ceil(N / 8)): the row's sum, then ln_row.
 extern "C" __global__ void __launch_bounds__(256)
     layernorm_forward(__half* out, float* mean, float* rstd, const __half* inp, const __half* weight,
                       const __half* bias, int N, int C) {
@@ -38,29 +68,33 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int k = 0; k < PACK; ++k) s += x.v[k];
     }
-    const float m = warp_sum(s) / (float)C;
-    float q = 0.f;
+    ln_row(out, mean, rstd, inp, weight, bias, s, n, C, vec, lane);
+}
+
+// residual_forward and layernorm_forward of its result in one launch (the geometry of layernorm_forward): the warp's
+// first pass adds the row of inp1 and inp2, stores it rounded to residual and sums the rounded values; ln_row then
+// reads the row back (the same lanes' own stores). The bits of the two kernels, one read of the row fewer.
+extern "C" __global__ void __launch_bounds__(256)
+    residual_layernorm_forward(__half* residual, __half* out, float* mean, float* rstd, const __half* inp1,
+                               const __half* inp2, const __half* weight, const __half* bias, int N, int C) {
+    using namespace cpl;
+    const int lane = threadIdx.x & 31;
+    const int n = blockIdx.x * ln::ROWS + (threadIdx.x >> 5);
+    if (n >= N) return;
+    const bool vec = C % PACK == 0 && aligned16(residual) && aligned16(out) && aligned16(inp1) && aligned16(inp2) &&
+                     aligned16(weight) && aligned16(bias);
+    const i64 row = (i64)n * C;
+    float s = 0.f;
     for (int c = lane * PACK; c < C; c += 32 * PACK) {
-        const Pack x = load_pack(inp, row + c, row + C, vec);
+        Pack a = load_pack(inp1, row + c, row + C, vec);
+        const Pack b = load_pack(inp2, row + c, row + C, vec);
 #pragma unroll
-        for (int k = 0; k < PACK && c + k < C; ++k) {
-            const float d = x.v[k] - m;
-            q += d * d;
-        }
-    }
-    const float r = 1.0f / sqrtf(warp_sum(q) / (float)C + ln::EPS);
-    for (int c = lane * PACK; c < C; c += 32 * PACK) {
-        const Pack x = load_pack(inp, row + c, row + C, vec), w = load_pack(weight, c, C, vec),
-                   b = load_pack(bias, c, C, vec);
-        Pack y;
+        for (int k = 0; k < PACK; ++k) a.v[k] = __half2float(__float2half_rn(a.v[k] + b.v[k]));
+        store_pack(residual, row + c, row + C, vec, a);
 #pragma unroll
-        for (int k = 0; k < PACK; ++k) y.v[k] = (x.v[k] - m) * r * w.v[k] + b.v[k];
-        store_pack(out, row + c, row + C, vec, y);
+        for (int k = 0; k < PACK; ++k) s += a.v[k];
     }
-    if (lane == 0) {
-        mean[n] = m;
-        rstd[n] = r;
-    }
+    ln_row(out, mean, rstd, residual, weight, bias, s, n, C, vec, lane);
 }
 
 // layernorm_backward: dinp += the input gradient, and each block's sums of dweight and dbias over its rows written

@@ -69,6 +69,7 @@ CATALOG = (
                                               ("rstd", "f32*", "w"), ("inp1", "f16*", "r"), ("inp2", "f16*", "r"),
                                               ("weight", "f16*", "r"), ("bias", "f16*", "r"), ("N", "i32", None),
                                               ("C", "i32", None))),
+    # (the plan launches residual_layernorm_forward instead since 2026-12-01; kept: an id is never reused)
     Kernel(17, "residual_forward", (("out", "f16*", "w"), ("inp1", "f16*", "r"), ("inp2", "f16*", "r"),
                                     ("N", "i32", None))),
     Kernel(6, "crossentropy_forward", (("losses", "f32*", "w"), ("logits", "f16*", "r"),

@@ -14,8 +14,9 @@ of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps
 SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
 tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1, 2, 4 or 8 ways in whole
 clusters (wide_split_count: the fewest waves of clusters), each block summing at least WIDE_MIN_K of K (measured on
-the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes 128x128
-wgmma tiles split by the rule below, as every split weight gradient there does. Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
+the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes the rule below, as on every arch
+(its 64x64 tiles split 8 ways: 7.8 against 9.9 us for 128x128 wgmma tiles at tiny's shapes on the H200, "v39").
+Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
 still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has
@@ -205,7 +206,7 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
             return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         splits = split_count(big)
-        if big * splits >= SPLIT_BLOCKS or arch in WIDE_TILE_ARCHS:
+        if big * splits >= SPLIT_BLOCKS:
             return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
         return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
     if kernel in ("attention_forward", "attention_backward"):

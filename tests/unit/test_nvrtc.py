@@ -165,9 +165,11 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them(
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_121")[1] == [256, 1, 1]
     # a split needs K / S >= WIDE_MIN_K: at K = 2048 the qkv splits 2 ways at most
     assert geometry.wide_split_count(54, 2048) == 2 and geometry.wide_split_count(72, 2048) == 1
-    # the tiny model's (K = 512, below WIDE_MIN_K): 2 tiles of 128x128 split 8 ways on sm_90, 3 of 64x64 elsewhere
-    assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_90") == ([16, 1, 1], [256, 1, 1], 49152)
-    assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_86") == ([24, 1, 1], [128, 1, 1], 32768)
+    # the tiny model's (K = 512, below WIDE_MIN_K): 3 tiles of 64x64 split 8 ways on every arch
+    for arch in ("sm_90", "sm_86", "sm_121"):
+        assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, arch) == ([24, 1, 1], [128, 1, 1], 32768)
+    # a short K with enough 128x128 tiles to fill SPLIT_BLOCKS blocks takes those (66 x 2 tiles, 4 ways)
+    assert tc("matmul_backward_weight", {"N": 512, "C": 256, "OC": 8448}, "sm_90") == ([528, 1, 1], [256, 1, 1], 49152)
 
 
 def test_geometry_of_the_gpt2_launches():

@@ -25,7 +25,7 @@ from cuda.bindings import driver, nvrtc
 from coppelius.formats import tables
 from coppelius.formats.kernels import ACCESS, KERNELS, PTR_KINDS, SCALAR_KINDS, extents, param_layout
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpu"))  # the cuda-bindings harness
-from cuda_harness import KERNEL_NAMES, check  # noqa: E402
+from cuda_harness import KERNEL_NAMES, check, launch_in_clusters  # noqa: E402
 
 SPIN = (b'extern "C" __global__ void spin(long long cycles) '
         b'{ long long t = clock64(); while (clock64() - t < cycles) {} }')
@@ -106,11 +106,15 @@ def issuer(device, command):
         extra = (ctypes.c_void_p * 5)(1, block, 2, ctypes.addressof(size), 0)
         function = device.functions[int(launch["kernel"])]
         grid, threads = [int(g) for g in launch["grid"]], [int(b) for b in launch["block"]]
-        shared = int(launch["shared"])
+        shared, cluster = int(launch["shared"]), int(launch["cluster"])
 
         def go(keep=(size, extra)):
-            check(driver.cuLaunchKernel(function, *grid, *threads, shared, stream, None, ctypes.addressof(keep[1])),
-                  "cuLaunchKernel", (name, index))
+            if cluster > 1:
+                check(launch_in_clusters(function, grid, threads, shared, stream, cluster, ctypes.addressof(keep[1])),
+                      "cuLaunchKernelEx", (name, index))
+            else:
+                check(driver.cuLaunchKernel(function, *grid, *threads, shared, stream, None, ctypes.addressof(keep[1])),
+                      "cuLaunchKernel", (name, index))
         return go
     if op == tables.OPS["memset"]:
         dst = device._device(command["dst"], command["dst_offset"])

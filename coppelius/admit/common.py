@@ -301,7 +301,8 @@ class Realized:
             else:
                 args.append(self.word("<i4" if kind == "i32" else "<u4", at))
         return {"op": "launch", "kernel": kernel, "grid": [int(g) for g in row["grid"]],
-                "block": [int(b) for b in row["block"]], "shared": int(row["shared"]), "args": args}
+                "block": [int(b) for b in row["block"]], "shared": int(row["shared"]), "cluster": int(row["cluster"]),
+                "args": args}
 
     def device_ref(self, index: int, offset: int, what: str) -> dict:
         if index >= len(self.planes):

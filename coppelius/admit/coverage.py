@@ -11,7 +11,7 @@
 
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
 """
-from ..formats.geometry import geometry
+from ..formats.geometry import cluster_size, geometry
 from ..formats.kernels import KERNELS, SCALAR_KINDS
 from ..formats.tables import DTYPE_BYTES
 from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
@@ -66,7 +66,7 @@ def check_extents(plan, realization, realized, profile):
 
 # ---------------------------------------------------------------------------- device-geometry
 def check_geometry(plan, realization, realized, profile):
-    """Each launch's (grid, block, shared) is the kernel ABI's for its scalars."""
+    """Each launch's (grid, block, shared, cluster) is the kernel ABI's for its scalars."""
     r = Realized(plan, realization)
     for i in range(len(r.launches)):
         c = r.launch(i)
@@ -74,6 +74,7 @@ def check_geometry(plan, realization, realized, profile):
                    kind != "f32"}
         try:
             grid, block, shared = geometry(c["kernel"], scalars, plan["target"]["arch"])
+            cluster = cluster_size(c["kernel"], scalars, plan["target"]["arch"])
         except (ValueError, KeyError) as e:
             raise Refusal(f"launch {i} ({c['kernel']}): no geometry for scalars {scalars} ({e})") from None
         if (c["grid"], c["block"], c["shared"]) != (grid, block, shared):
@@ -81,6 +82,9 @@ def check_geometry(plan, realization, realized, profile):
             raise Refusal(f"launch {i} ({c['kernel']}): grid {c['grid']} block {c['block']} shared {c['shared']} "
                           f"({threads(c['grid'], c['block'])} threads); for {scalars} the kernel covers its work "
                           f"with grid {grid} block {block} shared {shared} ({threads(grid, block)} threads)")
+        if max(1, c["cluster"]) != cluster:
+            raise Refusal(f"launch {i} ({c['kernel']}): launched in clusters of {c['cluster']} blocks; for {scalars} "
+                          f"the kernel reads its split of K from clusters of {cluster}")
     return f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars"
 
 

@@ -22,7 +22,8 @@ def _masked(c: dict) -> dict:
 def _show(c: dict) -> str:
     if c["op"] != "launch":
         return describe(c)
-    return f"launch {c['kernel']} grid {c['grid']} block {c['block']} shared {c['shared']} args {c['args']}"
+    return (f"launch {c['kernel']} grid {c['grid']} block {c['block']} shared {c['shared']} cluster {c['cluster']} "
+            f"args {c['args']}")
 
 
 def check_reissues(plan, realization, realized, profile):

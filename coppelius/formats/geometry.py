@@ -12,23 +12,26 @@ WIDE_TILE_ARCHS (sm_90a's wgmma) the four take matmul_hopper.cuh's
 warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
 of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers (216 KiB), one block an
 SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
-tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1, 2, 4 or 8 ways in whole
-clusters (wide_split_count: the fewest waves of clusters), each block summing at least WIDE_MIN_K of K (measured on
-the H200, docs/notes/gpu-speed.md, "v7"); a shorter one (the tiny model's) takes the rule below, as on every arch
+tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster
+of S blocks a tile (wide_split_count: the least time in waves of clusters), each block summing at least WIDE_MIN_K
+of K (measured on the H200, docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes the rule below, as on every arch
 (its 64x64 tiles split 8 ways: 7.8 against 9.9 us for 128x128 wgmma tiles at tiny's shapes on the H200, "v39").
 Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
 fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
 tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
-still spread over the card. matmul_backward_weight splits K (matmul.cuh): unless it has
-MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds S = 2, 4 or 8 blocks per
-output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them reach
-SPLIT_BLOCKS, else 64x64; the grid is always whole clusters of MATMUL_SPLITS blocks (from sm_90 on it
-is launched in such clusters). The archs other than sm_90 have not been measured: they keep these rules.
+still spread over the card. matmul_backward_weight splits K (matmul.cuh) on the archs with thread-block clusters
+(sm_90 on; cluster_size): unless it has MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds
+S = 2, 4 or 8 blocks per output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them
+reach SPLIT_BLOCKS, else 64x64. Its grid is S blocks a tile, launched in clusters of S blocks (the launch's cluster
+field, docs/formats.md), and the kernel reads S back from its cluster's size; without clusters (sm_86) S = 1.
+The archs other than sm_90 have not been measured: they keep these rules.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported. On the
 WGMMA_ARCHS a head-size-64 key block double-buffers its query tiles (64.5 KiB, opted in; three blocks an SM).
 """
+
+from fractions import Fraction
 
 # Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
 THREADS = 256           # threads per block of every non-tensor-core kernel (common.cuh: THREADS)
@@ -49,9 +52,14 @@ MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (c
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
 WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
-# clusters of 8 one-an-SM weight-gradient blocks resident at once on the H200 (cuOccupancyMaxActiveClusters for the
-# 512-thread 193 KiB blocks before matmul_hopper.cuh; its 384-thread 216 KiB blocks are one an SM too)
-WIDE_CLUSTERS = 15
+# clusters of S = 1 .. 16 one-an-SM blocks (384 threads, 216 KiB) resident at once on the H200
+# (cuOccupancyMaxActiveClusters, 2026-12-01; above 8 with the non-portable opt-in the hosts give)
+WIDE_CLUSTERS = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
+# an sm_90a weight-gradient block's fixed cost (launch, prologue, partials through distributed shared memory, stores)
+# and each further split's, in units of one K of its main loop (fitted to the H200's times at S = 1 .. 16,
+# docs/notes/gpu-speed.md "v40": about 10 us, 0.2 us and 11 ns)
+WIDE_BLOCK_K = 900
+WIDE_SPLIT_K = 18
 HOPPER_THREADS = 384  # matmul_hopper.cuh: MM_HOP_THREADS
 HOPPER_BK = 64        # the k-extent of a stage (MM_HOP_BK)
 HOPPER_STAGES = 3     # matmul_hopper.cuh: MM_HOP_STAGES
@@ -61,7 +69,7 @@ HOPPER_OUT_LD = 264   # matmul_hopper.cuh: MM_HOP_OUT_LD
 HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128 + 2 * 256 * 2
                  + HOPPER_STAGES * 2 * 8)
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
-MATMUL_SPLITS = 8  # blocks of a matmul_backward_weight cluster, the most per output tile (matmul.cuh: MM_SPLITS)
+MATMUL_SPLITS = 8  # the most blocks per output tile of the 64x64 and 128x128 weight gradients (matmul.cuh: MM_SPLITS)
 SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)
 
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
@@ -173,19 +181,48 @@ def split_count(tiles: int, blocks: int = SPLIT_BLOCKS) -> int:
 
 
 def wide_split_count(tiles: int, K: int) -> int:
-    """Blocks per 128x256 tile of an sm_90a weight gradient: of S = 1, 2, 4, 8 (each block summing at least WIDE_MIN_K
-    of K), the S whose launch takes the least time counted in whole waves of WIDE_CLUSTERS clusters, each wave
-    K / S long; a larger S only where that is 5% shorter, for the partial tiles it adds (gpt2's lm head: 9.875 waves
-    at S = 8 against 10 unsplit, measured 7.81 against 6.66 ms). gpt2's qkv: S = 2, its fc and fc proj 8, its attn
-    proj 4, its lm head 1 (H200: 0.340 -> 0.313, 0.436 -> 0.417, 0.434 -> 0.400 ms against the earlier rule's)."""
-    best, best_waves = 1, None
-    for splits in (1, 2, 4, 8):
+    """Blocks per 128x256 tile of an sm_90a weight gradient, a cluster each: of S = 1 .. 16 (each block summing at
+    least WIDE_MIN_K of K), the S whose launch takes the least time, counted in waves of WIDE_CLUSTERS[S - 1] clusters,
+    each wave K / S + WIDE_BLOCK_K + WIDE_SPLIT_K * S long; the smaller S on a tie. gpt2's qkv: S = 2, its attn proj
+    5, its fc and fc proj 3, its lm head 1; small's qkv and fc proj 5, its fc 4, its attn proj and lm head 16."""
+    best, best_cost = 1, None
+    for splits in range(1, len(WIDE_CLUSTERS) + 1):
         if splits > 1 and K < splits * WIDE_MIN_K:
             break
-        waves = _cdiv(_cdiv(tiles * splits, MATMUL_SPLITS), WIDE_CLUSTERS) / splits
-        if best_waves is None or waves < 0.95 * best_waves:
-            best, best_waves = splits, waves
+        waves = _cdiv(tiles, WIDE_CLUSTERS[splits - 1])
+        cost = Fraction(waves * (K + WIDE_BLOCK_K * splits + WIDE_SPLIT_K * splits * splits), splits)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = splits, cost
     return best
+
+
+def has_clusters(arch: str) -> bool:
+    """Whether the arch launches thread-block clusters: sm_90 on (and the generic "any")."""
+    return not (arch.startswith("sm_") and int(arch[3:]) < 90)
+
+
+def weight_gradient_tiles(scalars: dict, arch: str = "any") -> tuple[str, int, int]:
+    """(tile, output tiles, S) of a matmul_backward_weight launch: its tile ("wide" 128x256 wgmma, "big" 128x128,
+    "small" 64x64), how many of them cover the output, and the blocks each is split over (one cluster a tile)."""
+    M, Nn, K = matmul_shape("matmul_backward_weight", scalars)
+    big, small, wide = _cdiv(M, 128) * _cdiv(Nn, 128), _cdiv(M, 64) * _cdiv(Nn, 64), _cdiv(M, 128) * _cdiv(Nn, 256)
+    if arch in WIDE_TILE_ARCHS and K >= WIDE_MIN_K:
+        return "wide", wide, wide_split_count(wide, K)
+    if big >= MATMUL_BIG_TILES:  # enough tiles: one block each
+        return "big", big, 1
+    clustered = has_clusters(arch)
+    splits = split_count(big) if clustered else 1
+    if big * splits >= SPLIT_BLOCKS:
+        return "big", big, splits
+    return "small", small, split_count(small) if clustered else 1
+
+
+def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
+    """Blocks of each thread-block cluster a launch is made in (the launch table's cluster field; 1: none): a split
+    weight gradient's S, one cluster a tile."""
+    if kernel != "matmul_backward_weight" or not has_clusters(arch):
+        return 1
+    return weight_gradient_tiles(scalars, arch)[2]
 
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
@@ -198,17 +235,11 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         hopper = _cdiv(M, 128) * _cdiv(Nn, 256)
         if kernel != "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and hopper >= WIDE_TILES:
             return [WIDE_TILES, 1, 1], [HOPPER_THREADS, 1, 1], HOPPER_SHARED
-        if kernel == "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and K >= WIDE_MIN_K:
-            splits = wide_split_count(hopper, K)
-            return [_cdiv(hopper * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], [HOPPER_THREADS, 1, 1], HOPPER_SHARED
         if kernel != "matmul_backward_weight":
             return ([big, 1, 1], *big_tile) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *small_tile)
-        if big >= MATMUL_BIG_TILES:  # enough tiles: one block each, the grid rounded up to whole clusters
-            return [_cdiv(big, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
-        splits = split_count(big)
-        if big * splits >= SPLIT_BLOCKS:
-            return [_cdiv(big * splits, MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *big_tile
-        return [_cdiv(small * split_count(small), MATMUL_SPLITS) * MATMUL_SPLITS, 1, 1], *small_tile
+        tile, tiles, splits = weight_gradient_tiles(scalars, arch)
+        wide_tile = ([HOPPER_THREADS, 1, 1], HOPPER_SHARED)
+        return [tiles * splits, 1, 1], *{"wide": wide_tile, "big": big_tile, "small": small_tile}[tile]
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

@@ -11,10 +11,11 @@ import numpy as np
 from .. import canonical
 from ..errors import CoppeliusError
 
-VERSION = 1
+VERSION = 2  # 2: the launch record's cluster field
 
 LAUNCH = np.dtype([("kernel", "<u4"), ("grid", "<u4", 3), ("block", "<u4", 3), ("shared", "<u4"),
-                   ("param_offset", "<u4"), ("param_bytes", "<u4"), ("reloc_start", "<u4"), ("reloc_count", "<u4")])
+                   ("param_offset", "<u4"), ("param_bytes", "<u4"), ("reloc_start", "<u4"), ("reloc_count", "<u4"),
+                   ("cluster", "<u4")])
 RELOCATION = np.dtype([("param_offset", "<u4"), ("plane", "<u4"), ("plane_offset", "<u8")])
 # op: 0 launch (a = launch index), 1 memset, 2 host->device, 3 device->host, 4 device->device.
 # src/dst are plane indices for device sides, host buffer indices for host sides.

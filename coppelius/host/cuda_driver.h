@@ -25,6 +25,8 @@ enum {
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
     CU_STREAM_NON_BLOCKING = 1,
     CU_MEMORYTYPE_HOST = 1,
     CU_MEMORYTYPE_DEVICE = 2,
@@ -62,7 +64,14 @@ typedef struct {
     size_t WidthInBytes, Height, Depth;
 } CUDA_MEMCPY3D;
 
+// CUlaunchAttributeValue (a kernel node's attribute value): a 64-byte union; its clusterDim is x, y, z first.
+typedef union {
+    struct { unsigned int x, y, z; } clusterDim;
+    char pad[64];
+} CUlaunchAttributeValue;
+
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == 56, "CUDA_KERNEL_NODE_PARAMS");
+_Static_assert(sizeof(CUlaunchAttributeValue) == 64, "CUlaunchAttributeValue");
 _Static_assert(sizeof(CUDA_MEMSET_NODE_PARAMS) == 40, "CUDA_MEMSET_NODE_PARAMS");
 _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D");
 
@@ -94,6 +103,8 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D");
     X(cuGraphCreate, "cuGraphCreate", CUresult (*)(CUgraph*, unsigned int))                                   \
     X(cuGraphAddKernelNode, "cuGraphAddKernelNode",                                                           \
       CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*))        \
+    X(cuGraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute",                                         \
+      CUresult (*)(CUgraphNode, int, const CUlaunchAttributeValue*))                                          \
     X(cuGraphAddMemsetNode, "cuGraphAddMemsetNode",                                                           \
       CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_MEMSET_NODE_PARAMS*,         \
                    CUcontext))                                                                                \

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define STATIC_SHARED_LIMIT (48 * 1024)  // dynamic shared memory above this needs the function's opt-in
+#define PORTABLE_CLUSTER 8                // clusters of more blocks need the function's opt-in (sm_90: up to 16)
 #define SPAN ((uint64_t)1 << 30)         // memset and memcpy nodes move at most this many bytes each
 #define REBUILD "rebuild it with `snakemake`"
 #define CHECK(call, what) cuda_check(&d->driver, (call), (what), f)
@@ -100,6 +101,12 @@ static int load_image(cuda_device* d, const uint8_t* image, uint64_t image_bytes
         launch_record* l = table_record(&d->l.t.launches, i);
         int kernel = (int)l->kernel;  // checked at load (tables_load decodes every launch)
         if (!d->functions[kernel] && load_function(d, kernel, i, f) != 0) return -1;
+        if (l->cluster > PORTABLE_CLUSTER) {
+            snprintf(what, sizeof what, "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for launch %u", i);
+            if (CHECK(d->driver.cuFuncSetAttribute(d->functions[kernel], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                                   1), what) != 0)
+                return -1;
+        }
         if (l->shared > STATIC_SHARED_LIMIT) {
             snprintf(what, sizeof what, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u) for launch %u",
                      l->shared, i);
@@ -133,6 +140,17 @@ static int add_command(cuda_device* d, CUgraph graph, CUgraphNode* previous, con
                   what) != 0)
             return -1;
         *previous = node;
+        const launch_record* l = table_record(&d->l.t.launches, c->a);
+        if (l->cluster > 1) {  // the kernel reads its split of K from its cluster's size (formats/geometry.py)
+            CUlaunchAttributeValue cluster;
+            memset(&cluster, 0, sizeof cluster);
+            cluster.clusterDim.x = l->cluster, cluster.clusterDim.y = 1, cluster.clusterDim.z = 1;
+            snprintf(what, sizeof what, "cuGraphKernelNodeSetAttribute(CLUSTER_DIMENSION %u) for launch %u", l->cluster,
+                     c->a);
+            if (CHECK(d->driver.cuGraphKernelNodeSetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &cluster),
+                      what) != 0)
+                return -1;
+        }
         if (step_launches[c->a]) {
             cuda_step_node s = {NULL, node, p};
             d->step_nodes[d->step_node_count++] = s;

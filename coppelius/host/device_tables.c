@@ -76,6 +76,10 @@ static int check_commands(loaded_tables* lt, const char* where, failure* f) {
                         l->param_offset + (uint64_t)l->param_bytes > lt->t.launches.blob_bytes ? "block outside the blob"
                                                                                                : why.line);
         const kernel_abi* abi = &CATALOG[args.kernel];
+        if (l->cluster > MAX_CLUSTER || (l->cluster > 1 && l->grid[0] % l->cluster != 0))
+            return fail(f, "%s: launch %u (%s) has clusters of %u blocks over a grid of %u; a cluster is at most %d "
+                        "blocks and divides the grid; " REBUILD, where, i, abi->name, l->cluster, l->grid[0],
+                        MAX_CLUSTER);
         for (int p = 0; p < abi->count; p++) {
             if (!param_is_pointer(abi->params[p].kind) || args.address[p] == 0) continue;
             uint64_t bytes = (uint64_t)elements[p] * (uint64_t)param_element_bytes(abi->params[p].kind);

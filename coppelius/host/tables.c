@@ -11,7 +11,8 @@ int table_read(const uint8_t* data, uint64_t bytes, const char magic[8], uint32_
     uint32_t version, count;
     uint64_t blob_bytes;
     memcpy(&version, data + 8, 4), memcpy(&count, data + 12, 4), memcpy(&blob_bytes, data + 16, 8);
-    if (version != 1) return fail(f, "%s: table version is %u, not 1; rebuild it with `snakemake`", where, version);
+    if (version != TABLE_VERSION)
+        return fail(f, "%s: table version is %u, not %d; rebuild it with `snakemake`", where, version, TABLE_VERSION);
     uint64_t records = (uint64_t)count * record_bytes;
     if (blob_bytes > bytes || records > bytes - 24 || bytes - 24 - records != blob_bytes)
         return fail(f, "%s: %llu bytes for %u records of %u bytes and a %llu-byte blob; the table is truncated or "

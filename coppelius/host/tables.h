@@ -1,5 +1,5 @@
 // tables.h: the binary tables the build writes for the run (docs/formats.md, "Table framing"):
-// 8-byte magic, u32 version 1, u32 record count, u64 blob bytes, the records, the blob; the
+// 8-byte magic, u32 version 2, u32 record count, u64 blob bytes, the records, the blob; the
 // section is exactly that long. The record layouts below are the document's, byte for byte.
 #ifndef COPPELIUS_TABLES_H
 #define COPPELIUS_TABLES_H
@@ -19,9 +19,12 @@ typedef struct {
 int table_read(const uint8_t* data, uint64_t bytes, const char magic[8], uint32_t record_bytes, const char* where,
                table* out, failure* f);
 
+enum { TABLE_VERSION = 2, MAX_CLUSTER = 16 };  // clusters above 8 blocks: the non-portable sizes of sm_90
+
 // The record layouts (packed, little-endian hosts only: x86-64 and AArch64).
-typedef struct { uint32_t kernel, grid[3], block[3], shared, param_offset, param_bytes, reloc_start, reloc_count; }
-    launch_record;                                                               // COPLNCH\0, 48 bytes
+typedef struct {
+    uint32_t kernel, grid[3], block[3], shared, param_offset, param_bytes, reloc_start, reloc_count, cluster;
+} launch_record;                                                                 // COPLNCH\0, 52 bytes
 typedef struct { uint32_t param_offset, plane; uint64_t plane_offset; } relocation_record;  // COPRELO\0, 16
 typedef struct { uint32_t op, a, src, dst; uint64_t src_offset, dst_offset, bytes; uint32_t value, pad; }
     command_record;                                                              // COPCMDS\0, 48 bytes
@@ -31,7 +34,7 @@ typedef struct { uint64_t offset, bytes; uint32_t dtype, lifetime; } plane_recor
 typedef struct { uint64_t offset, bytes; } buffer_record;                        // COPBUFS\0, 16 bytes
 enum { OP_LAUNCH, OP_MEMSET, OP_H2D, OP_D2H, OP_D2D };                            // command ops
 
-_Static_assert(sizeof(launch_record) == 48, "COPLNCH record");
+_Static_assert(sizeof(launch_record) == 52, "COPLNCH record");
 _Static_assert(sizeof(relocation_record) == 16, "COPRELO record");
 _Static_assert(sizeof(command_record) == 48, "COPCMDS record");
 _Static_assert(sizeof(ring_record) == 12, "COPRING record");

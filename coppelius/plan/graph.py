@@ -7,7 +7,7 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..formats.geometry import geometry
+from ..formats.geometry import cluster_size, geometry
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, nearest_f32
 
@@ -25,7 +25,7 @@ class Piece:
         scalars = {n: v for n, v in args.items() if isinstance(v, int)}
         grid, block, shared = geometry(kernel, scalars, self.arch)
         self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": shared,
-                              "args": [args[n] for n in names]})
+                              "cluster": cluster_size(kernel, scalars, self.arch), "args": [args[n] for n in names]})
 
     def memset(self, ref: dict, nbytes: int):
         self.commands.append({"op": "memset", "dst": ref, "bytes": nbytes, "value": 0})

@@ -74,4 +74,4 @@ def _launch(c: dict, planes: dict, blob: bytearray, relocations: list) -> tuple:
             block[offset:offset + 4] = np.array(arg, "<i4" if kind == "i32" else "<u4").tobytes()
     blob += block
     return (KERNEL_IDS[c["kernel"]], tuple(c["grid"]), tuple(c["block"]), c["shared"], start, size,
-            first_reloc, len(relocations) - first_reloc)
+            first_reloc, len(relocations) - first_reloc, c["cluster"])

@@ -54,6 +54,7 @@ except ImportError:  # reported by CudaDevice(), so that importing this module n
     driver = None
 
 STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the function's opt-in
+PORTABLE_CLUSTER = 8  # clusters of more blocks need the function's opt-in (sm_90: up to 16)
 SPAN = 1 << 30  # memset and memcpy nodes move at most this many bytes each
 HINTS = {
     "CUDA_ERROR_NO_BINARY_FOR_GPU": "the image was built for another card: build the target of this card",
@@ -71,6 +72,32 @@ def check(result, call: str, launch: tuple[str, int] | None = None):
         raise CoppeliusError(f"CUDA driver: {call}{where} returned {name}; "
                              f"{HINTS.get(name, 'the run stopped there: check the card with nvidia-smi')}")
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def allow_cluster(function, cluster: int) -> None:
+    """Opt the function in to clusters of more than PORTABLE_CLUSTER blocks, when a launch asks for them."""
+    if cluster > PORTABLE_CLUSTER:
+        check(driver.cuFuncSetAttribute(function,
+                                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+              "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
+
+
+def cluster_value(cluster: int):
+    """The launch attribute putting a launch's blocks in clusters of `cluster` along x (the launch table's field)."""
+    attribute = driver.CUlaunchAttribute()
+    attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster, 1, 1
+    return attribute
+
+
+def launch_in_clusters(function, grid, block, shared: int, stream, cluster: int, extra: int):
+    """cuLaunchKernelEx of `function` (parameters by the `extra` buffer) in clusters of `cluster` blocks."""
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes, config.hStream = shared, stream
+    config.attrs, config.numAttrs = [cluster_value(cluster)], 1
+    return driver.cuLaunchKernelEx(config, function, None, extra)
 
 
 def check_card(identity: dict, description: dict) -> None:
@@ -143,6 +170,7 @@ class CudaDevice(Device):
             kernel = int(launch["kernel"])
             if kernel not in self.functions:
                 self.functions[kernel] = self._function(KERNEL_NAMES[kernel], index)
+            allow_cluster(self.functions[kernel], int(launch["cluster"]))
             shared = int(launch["shared"])
             if shared > STATIC_SHARED_LIMIT:
                 opt_in = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -203,6 +231,12 @@ class CudaDevice(Device):
             params, launch = self._kernel_params(index)
             node = check(driver.cuGraphAddKernelNode(graph, previous, len(previous), params),
                          "cuGraphAddKernelNode", launch)
+            cluster = int(self.launches[index]["cluster"])
+            if cluster > 1:  # the kernel reads its split of K from its cluster's size (formats/geometry.py)
+                value = driver.CUkernelNodeAttrValue()
+                value.clusterDim.x, value.clusterDim.y, value.clusterDim.z = cluster, 1, 1
+                check(driver.cuGraphKernelNodeSetAttribute(node, cluster_value(cluster).id, value),
+                      f"cuGraphKernelNodeSetAttribute(CLUSTER_DIMENSION {cluster})", launch)
             return [(node, index, params)]
         nodes = []
         for at in range(0, n, SPAN):

@@ -102,7 +102,7 @@ class Tables:
         self.blob += block
         index = len(self.launches)
         self.launches.append((KERNEL_IDS[kernel], (-(-n // 128), 1, 1), (128, 1, 1), shared, start, size, first,
-                              len(self.relocations) - first))
+                              len(self.relocations) - first, 1))
         if kernel == "adamw":
             fields = {name: offset for name, _, offset in layout}
             step, eps = start + fields["step_size"], start + fields["eps"]

@@ -28,8 +28,9 @@ import pytest
 import coppelius
 from coppelius.kernels import reference as ref
 from coppelius.formats.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, param_layout
-from coppelius.formats.geometry import geometry
+from coppelius.formats.geometry import cluster_size, geometry
 from coppelius.runtime import cpu
+from cuda_harness import allow_cluster, launch_in_clusters
 
 pytestmark = pytest.mark.gpu
 
@@ -108,6 +109,7 @@ class Gpu:
         null; scalars as numbers): the parameter block packed once, as the catalog's param_layout says."""
         scalars = {n: args[n] for n, kind in KERNELS[kernel] if kind not in PTR_KINDS}
         grid, block, shared = geometry(kernel, scalars, self.arch)
+        cluster = cluster_size(kernel, scalars, self.arch)
         layout, size = param_layout(kernel)
         blob = bytearray(size)
         for name, kind, offset in layout:
@@ -126,6 +128,9 @@ class Gpu:
             _ck(self.d.cuFuncSetAttribute(fn, self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           shared))
         keep = (blob, buf, nbytes, extra)
+        if cluster > 1:  # the kernel reads its split of K from its cluster's size
+            allow_cluster(fn, cluster)
+            return lambda: _ck(launch_in_clusters(fn, grid, block, shared, 0, cluster, ctypes.addressof(keep[3])))
 
         def go():
             assert keep
@@ -230,7 +235,7 @@ def h16_timing(rng, *shape, scale=1.0):
 
 MATMUL_SHAPES = [  # (N, C, OC)
     (512, 64, 64), (1024, 64, 192), (1024, 64, 256), (1024, 256, 64),  # tiny
-    (16384, 384, 1152), (16384, 1536, 384),                              # small
+    (16384, 384, 1152), (16384, 1536, 384), (16384, 384, 256),           # small (S = 5, 5, 16 on sm_90)
     (1000, 72, 200), (77, 40, 33), (129, 13, 70), (3, 8, 5), (300, 136, 264), (2048, 96, 4100),  # ragged
     (5000, 1000, 1000), (6000, 1001, 700), (2048, 72, 2136), (2072, 2136, 70),  # ragged on sm_90's 256x128 tiles
 ]

@@ -339,6 +339,12 @@ def m_block_too_small(c):
     return c.reencode()
 
 
+def m_cluster_halved(c):
+    dweight = next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "matmul_backward_weight")
+    dweight["cluster"] //= 2
+    return c.reencode()
+
+
 def m_lr_midpoint():
     return learner_case(lr=str(M + Fraction(1, 2 ** 70)), beta1="0", beta2="0")
 
@@ -428,6 +434,8 @@ MUTATIONS = [
      ["(residual_layernorm_forward): grid", "the kernel covers its work"]),
     ("block-too-small", "cpu", "device-geometry", m_block_too_small,
      ["(layernorm_forward): grid", "block [128, 1, 1]", "block [256, 1, 1]"]),
+    ("cluster-halved", "cpu", "device-geometry", m_cluster_halved,
+     ["(matmul_backward_weight): launched in clusters of 4 blocks", "from clusters of 8"]),
     ("lr-at-midpoint", None, "learner-schedule", m_lr_midpoint,
      ["step 1 of the run: the host computes 0x3f800000, the exact step size is 0x3f800001"]),
     ("lr-second-step", None, "learner-schedule", m_lr_second_step, ["step 2 of the run", "0x3f800001"]),

@@ -20,7 +20,7 @@ OPS = {name: code for code, name in enumerate(
      "write-timestamps", "operation", "end"], start=1)}
 MAGICS = {"launches": b"COPLNCH\0", "relocations": b"COPRELO\0", "commands": b"COPCMDS\0", "ring": b"COPRING\0",
           "step_words": b"COPSTEP\0", "planes": b"COPPLAN\0", "buffers": b"COPBUFS\0", "program": b"COPHPRG\0"}
-RECORDS = {"launches": "<I3I3IIIIII", "relocations": "<IIQ", "commands": "<IIIIQQQII", "ring": "<III",
+RECORDS = {"launches": "<I3I3IIIIIII", "relocations": "<IIQ", "commands": "<IIIIQQQII", "ring": "<III",
            "step_words": "<IIIII", "planes": "<QQII", "buffers": "<QQ", "program": "<IIIIQQQII"}
 KERNEL_IDS = {"adamw": 0, "residual_forward": 17}
 
@@ -36,7 +36,7 @@ def driver(tmp_path_factory):
 
 def _table(kind: str, rows: list, blob: bytes = b"") -> bytes:
     record = struct.Struct(RECORDS[kind])
-    return MAGICS[kind] + struct.pack("<IIQ", 1, len(rows), len(blob)) + b"".join(record.pack(*r) for r in rows) + blob
+    return MAGICS[kind] + struct.pack("<IIQ", 2, len(rows), len(blob)) + b"".join(record.pack(*r) for r in rows) + blob
 
 
 def _step(op, ring=0, buffer=0, file=0, count=0, offset=0, bytes=0, value=0, body=0):
@@ -115,7 +115,7 @@ def _tables(tmp_path, overrides=None):
         for i, p in enumerate(pointers):
             relocations.append((start + 8 * i, p, 0))
         launches.append((KERNEL_IDS[kernel], 1, 1, 1, 1, 1, 1, 0, start, len(block), len(relocations) - len(pointers),
-                         len(pointers)))
+                         len(pointers), 1))
         blob.extend(block)
         return start + words
     launch("residual_forward", [2, 0, 1], struct.pack("<i", N), 0)
@@ -190,11 +190,19 @@ def test_entries_outside_the_arena_or_tables_are_refused_at_load(driver, tmp_pat
     assert run.returncode == 1 and named in run.stderr and run.stderr.count("\n") == 1, run.stderr
 
 
-def test_a_launch_whose_buffers_leave_the_arena_is_refused_at_load(driver, tmp_path):
+def test_a_launch_whose_buffers_leave_the_arena_or_clusters_the_grid_badly_is_refused_at_load(driver, tmp_path):
     _tables(tmp_path)
     run = _issue(driver, tmp_path, bytes(HOST), "-", arena=1100)  # planes past 1100 bytes
     assert run.returncode == 1 and "outside the" in run.stderr and run.stderr.count("\n") == 1
     bad = bytearray((tmp_path / "launches.bin").read_bytes())
+    for cluster, grid in ((3, 1), (17, 17)):  # a cluster must divide the grid and hold at most 16 blocks
+        clustered = bytearray(bad)
+        struct.pack_into("<I", clustered, 24 + 4, grid)
+        struct.pack_into("<I", clustered, 24 + 48, cluster)
+        (tmp_path / "launches.bin").write_bytes(clustered)
+        run = _issue(driver, tmp_path, bytes(HOST), "-")
+        assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+        assert f"launch 0 (residual_forward) has clusters of {cluster} blocks over a grid of {grid}" in run.stderr
     bad[:8] = b"COPLNCX\0"
     (tmp_path / "launches.bin").write_bytes(bad)
     run = _issue(driver, tmp_path, bytes(HOST), "-")

@@ -119,18 +119,24 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
 
 
-def test_weight_gradients_split_k_over_whole_clusters():
-    tc = geometry.tensor_core_geometry
+def test_weight_gradients_split_k_a_cluster_a_tile():
+    tc, cluster = geometry.tensor_core_geometry, geometry.cluster_size
     assert geometry.MATMUL_SPLITS == 8
     # gpt2's attn proj (768x768, K = 32768): 144 tiles of 64x64, 4 blocks each
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}) == ([576, 1, 1], [128, 1, 1], 32768)
     # its qkv (2304x768): 108 tiles of 128x128, 8 blocks each; fc (3072x768): 144 tiles, 4 each
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}) == ([864, 1, 1], [256, 1, 1], 49152)
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}) == ([576, 1, 1], [256, 1, 1], 49152)
-    # its lm head: 393 x 6 tiles of 128x128, enough without a split (one block a tile, whole clusters)
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == ([2360, 1, 1], [256, 1, 1], 49152)
-    # one tile: a whole cluster of 8; the forward of a shape is never split
+    assert cluster("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}) == 8
+    # its lm head: 393 x 6 tiles of 128x128, enough without a split (one block a tile, no clusters)
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == ([2358, 1, 1], [256, 1, 1], 49152)
+    assert cluster("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}) == 1
+    # one tile: a cluster of 8; the forward of a shape is never split
     assert tc("matmul_backward_weight", {"N": 3, "C": 8, "OC": 5}) == ([8, 1, 1], [128, 1, 1], 32768)
+    assert cluster("matmul_forward", {"N": 3, "C": 8, "OC": 5}) == 1
+    # without clusters (sm_86) no split: a block a 64x64 tile
+    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}, "sm_86") == ([144, 1, 1], [128, 1, 1], 32768)
+    assert cluster("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}, "sm_86") == 1
     assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 768}) == ([256 * 6, 1, 1], [256, 1, 1], 49152)
     for tiles in (1, 3, 36, 144, 263):
         splits = geometry.split_count(tiles)
@@ -138,7 +144,7 @@ def test_weight_gradients_split_k_over_whole_clusters():
 
 
 def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them():
-    tc = geometry.tensor_core_geometry
+    tc, cluster = geometry.tensor_core_geometry, geometry.cluster_size
     hopper_shared = geometry.HOPPER_SHARED
     # the persistent blocks: 3 stages of 48 KiB, 2 x 64 staging rows of 264 fp16, 2 tensor maps being encoded, 2 x 256
     # bias values, 6 mbarriers; within the H200's 227 KiB
@@ -154,20 +160,26 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them(
     # fewer than a wave of 128x256 tiles (131 of them): the other rules
     assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_90")[1] == [128, 1, 1]  # 262 < 264
     assert tc("matmul_forward", {"N": 128 * 132, "C": 64, "OC": 256}, "sm_90")[1] == [384, 1, 1]
-    # on sm_90 weight gradients take the 128x256 tiles too, one a block, split S ways for the fewest waves of 15
-    # clusters of 8: gpt2's qkv 18 x 3 tiles 2 ways (14 clusters, one wave), its fc 24 x 3 8 ways (72 clusters,
-    # 5 waves of K / 8), its attn proj 6 x 3 4 ways (9 clusters), its lm head 393 x 3 not split
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_90") == ([112, 1, 1], [384, 1, 1],
-                                                                                        hopper_shared)
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 3072}, "sm_90")[0] == [576, 1, 1]
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 768}, "sm_90")[0] == [72, 1, 1]
-    assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 50304}, "sm_90")[0] == [1184, 1, 1]
+    # on sm_90 weight gradients take the 128x256 tiles too, a cluster of S blocks a tile, S for the least time in
+    # waves of WIDE_CLUSTERS[S - 1] clusters: gpt2's qkv 18 x 3 tiles 2 ways (66 clusters at once: one wave), its fc
+    # 24 x 3 3 ways (39 at once: two waves of K / 3), its attn proj 6 x 3 5 ways (22 at once), its lm head 393 x 3
+    # not split; small's attn proj (3 x 2 tiles, K = 16384) 16 ways (7 at once)
+    wg = {"gpt2 qkv": (32768, 768, 2304, 54, 2), "gpt2 fc": (32768, 768, 3072, 72, 3),
+          "gpt2 attn proj": (32768, 768, 768, 18, 5), "gpt2 lm head": (32768, 768, 50304, 1179, 1),
+          "small attn proj": (16384, 384, 384, 6, 16), "small fc": (16384, 384, 1536, 24, 4)}
+    for label, (N, C, OC, tiles, splits) in wg.items():
+        s = {"N": N, "C": C, "OC": OC}
+        assert tc("matmul_backward_weight", s, "sm_90") == ([tiles * splits, 1, 1], [384, 1, 1], hopper_shared), label
+        assert cluster("matmul_backward_weight", s, "sm_90") == splits, label
     assert tc("matmul_backward_weight", {"N": 32768, "C": 768, "OC": 2304}, "sm_121")[1] == [256, 1, 1]
     # a split needs K / S >= WIDE_MIN_K: at K = 2048 the qkv splits 2 ways at most
     assert geometry.wide_split_count(54, 2048) == 2 and geometry.wide_split_count(72, 2048) == 1
-    # the tiny model's (K = 512, below WIDE_MIN_K): 3 tiles of 64x64 split 8 ways on every arch
-    for arch in ("sm_90", "sm_86", "sm_121"):
+    assert len(geometry.WIDE_CLUSTERS) == 16 and list(geometry.WIDE_CLUSTERS) == sorted(geometry.WIDE_CLUSTERS)[::-1]
+    # the tiny model's (K = 512, below WIDE_MIN_K): 3 tiles of 64x64 split 8 ways where clusters are, else not split
+    for arch in ("sm_90", "sm_121"):
         assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, arch) == ([24, 1, 1], [128, 1, 1], 32768)
+        assert cluster("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, arch) == 8
+    assert tc("matmul_backward_weight", {"N": 512, "C": 64, "OC": 192}, "sm_86") == ([3, 1, 1], [128, 1, 1], 32768)
     # a short K with enough 128x128 tiles to fill SPLIT_BLOCKS blocks takes those (66 x 2 tiles, 4 ways)
     assert tc("matmul_backward_weight", {"N": 512, "C": 256, "OC": 8448}, "sm_90") == ([528, 1, 1], [256, 1, 1], 49152)
 

@@ -24,14 +24,13 @@
 // atomics. dbias (backward_weight) is summed by the blocks of the first column tile, one thread
 // a row of dout^T, in n order (matmul_hopper.cuh's tiles sum it on the tensor cores).
 // Split-K (backward_weight, whose K = B*T is long and whose output is often only a few tiles):
-// from sm_90 on it is launched in thread-block clusters of MM_SPLITS blocks, and its grid holds S
-// blocks per output tile (S = 1, 2, 4 or 8, planned by formats/geometry.py). The S blocks of a tile
-// are consecutive ranks of one cluster; block s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32
-// partial tile in its shared memory, and after a cluster barrier each block reduces 1/S of the
+// from sm_90 on it is launched in thread-block clusters of S blocks, one output tile a cluster
+// (S = 1, 2, 4 or 8 here, up to 16 for matmul_hopper.cuh's tiles; planned by formats/geometry.py,
+// read back from the cluster's size). Block rank s sums k-tiles [s*KT/S, (s+1)*KT/S), puts its fp32
+// partial tile in its shared memory, and after a cluster barrier each block reduces its share of the
 // tile's rows, reading the S partials through distributed shared memory in split order 0..S-1
 // (then + old dweight, one rounding). The sum order is fixed by the code, never by timing:
-// deterministic without atomics or scratch memory. Below sm_90 (no clusters) the grid is read as
-// one block per tile and the blocks past the last tile exit.
+// deterministic without atomics or scratch memory. Below sm_90 (no clusters) S = 1.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -43,7 +42,7 @@
 namespace coptc {
 
 constexpr int MM_BK = 32;       // k-tile of the 128x128 and 64x64 tiles
-constexpr int MM_SPLITS = 8;  // blocks (a cluster from sm_90 on) per backward_weight output tile
+constexpr int MM_SPLITS = 8;  // the most blocks (a cluster) per backward_weight output tile of these tiles
 
 // Round two fp32 results (+ the old values when accumulate) to out[row][col], out[row][col + 1].
 __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float v0, float v1, bool accumulate,
@@ -159,8 +158,8 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
 
 // out[M,Nn] (leading dimension Nn) = A B (+ bias[n]) (+ out when accumulate), through epilogue EPI with aux;
 // dbias[m] = sum_k A(m,k) when dbias is given (only with A stored [K][M]). splits > 1 (only in a kernel
-// launched in clusters of that many blocks): when the grid holds `splits` blocks per tile, the blocks of a
-// cluster share one tile and split its K; a smaller grid (at least one block per tile) is not split.
+// launched in clusters of that many blocks, at most MM_SPLITS): the blocks of a cluster share one tile and
+// split its K.
 template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
 __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __restrict__ aux,
                                         const __half* __restrict__ A, const __half* __restrict__ B,
@@ -187,25 +186,15 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
 
     if (M <= 0 || Nn <= 0) return;  // nothing to write
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN;
-    // Split-K: S = the most blocks per tile (1, 2, 4 .. splits) that the grid holds for every tile; a
-    // cluster of `splits` blocks then holds splits / S tiles, block rank r split r % S of tile r / S.
+    // Split-K: a cluster of `splits` blocks a tile, block rank `split` summing the split-th part of K.
     const int tiles = tilesM * tilesN;
-    int pid = blockIdx.x, split = 0, S = 1, first = 0;  // first: cluster rank of this tile's split 0
+    int pid = blockIdx.x, split = 0;
 #if __CUDA_ARCH__ >= 900
-    if (splits > 1) {
-        for (S = splits; S > 1 && (int)gridDim.x < S * tiles; S >>= 1) {
-        }
-        if (S > 1) {
-            const int rank = (int)cluster_rank();
-            pid = (int)(blockIdx.x / splits) * (splits / S) + rank / S;
-            split = rank % S;
-            first = rank - split;
-        }
-    }
+    if (splits > 1) pid = (int)(blockIdx.x / splits), split = (int)cluster_rank();
 #endif
-    splits = S;
-    if (splits == 1 && pid >= tiles) return;  // a grid rounded up to whole clusters, not split
-    // A split block past the last tile has no work, but takes part in its cluster's barriers.
+    if (splits == 1 && pid >= tiles) return;
+    // A split block past the last tile (a grid larger than planned) has no work, but takes part in its cluster's
+    // barriers.
     const bool idle = pid >= tiles;
     int tm = tilesM, tn = 0;
     if (!idle) mm_tile_of(pid, tilesM, tilesN, tm, tn);
@@ -336,9 +325,9 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
     if (splits > 1) {  // reduce the cluster's partial tiles, one band of warp rows (WTM rows) at a time (EPI: plain)
         constexpr int LD = BN + 8;   // fp32 row stride of a band: conflict-free float2 fragment stores
         constexpr int VEC = BN / 4;  // float4s a row
-        static_assert(WTM % MM_SPLITS == 0 && BM % MM_SPLITS == 0 && WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
+        static_assert(WTM * LD * 4 + BM * 4 <= STAGES * STAGE_ELEMS * 2,
                       "a band of partials and the dbias partials fit in the pipeline's shared memory");
-        const int ROWS = WTM / splits;  // rows of a band this block reduces
+        const int R0 = WTM * split / splits, ROWS = WTM * (split + 1) / splits - R0;  // band rows this block reduces
         float* band_sum = reinterpret_cast<float*>(coptc_mm_smem);
         float* bias_part = band_sum + WTM * LD;
         __syncthreads();  // every warp is done with the pipeline's tiles
@@ -357,11 +346,11 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
             }
             cluster_sync();  // every block's partial band (and dbias partials) written
             for (int i = tid; i < ROWS * VEC; i += NT) {
-                const int r = split * ROWS + i / VEC, c = (i % VEC) * 4;
+                const int r = R0 + i / VEC, c = (i % VEC) * 4;
                 const int row = m0 + band * WTM + r, col = n0 + c;
-                float4 v = ld_cluster_f4(band_sum + r * LD + c, first);
+                float4 v = ld_cluster_f4(band_sum + r * LD + c, 0);
                 for (int s = 1; s < splits; ++s) {
-                    const float4 p = ld_cluster_f4(band_sum + r * LD + c, first + s);
+                    const float4 p = ld_cluster_f4(band_sum + r * LD + c, s);
                     v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
                 }
                 if (row < M) {
@@ -370,10 +359,11 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
                     mm_store_pair(o + 2, col + 2, Nn, v.z, v.w, accumulate, pair_ok);
                 }
             }
-            if (band == 0 && do_bias_sum && tid < BM / splits) {
-                const int r = split * (BM / splits) + tid;
-                float b = ld_cluster_f32(bias_part + r, first);
-                for (int s = 1; s < splits; ++s) b += ld_cluster_f32(bias_part + r, first + s);
+            const int B0 = BM * split / splits;  // the dbias rows this block adds up
+            if (band == 0 && do_bias_sum && tid < BM * (split + 1) / splits - B0) {
+                const int r = B0 + tid;
+                float b = ld_cluster_f32(bias_part + r, 0);
+                for (int s = 1; s < splits; ++s) b += ld_cluster_f32(bias_part + r, s);
                 if (m0 + r < M) dbias[m0 + r] = __float2half_rn(b);
             }
             cluster_sync();  // every block is done reading this band before it is overwritten (or exits)
@@ -464,17 +454,17 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).
-// Launched in clusters of MM_SPLITS blocks from sm_90 on (split-K as the grid asks, see the top).
-#if __CUDA_ARCH__ >= 900
-#define COPPELIUS_MM_SPLIT_CLUSTER __cluster_dims__(coptc::MM_SPLITS, 1, 1)
-#else
-#define COPPELIUS_MM_SPLIT_CLUSTER
-#endif
-extern "C" __global__ void COPPELIUS_MM_BOUNDS COPPELIUS_MM_SPLIT_CLUSTER
+// From sm_90 on launched in clusters of S blocks, S the blocks each output tile's K is split over (see the top).
+extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
+#if __CUDA_ARCH__ >= 900
+    const int splits = (int)coptc::cluster_size();
+#else
+    const int splits = 1;
+#endif
     coptc::mm_dispatch<false, false>(dweight, nullptr, dout, inp, nullptr, dbias, OC, C, N, OC, C, accumulate != 0,
-                                     vec, coptc::MM_SPLITS);
+                                     vec, splits);
 }
 #endif  // COPPELIUS_TC_MATMUL

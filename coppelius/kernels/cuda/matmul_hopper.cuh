@@ -467,10 +467,10 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
 }
 
 // The weight gradient, out[M,Nn] = A B (+ out when accumulate), dbias[m] = sum_k A(m,k) when dbias is given, with
-// A and B both transposed ([K][M], [K][Nn]), split-K as mm_tile's: launched in clusters of `splits` blocks, the
-// grid S blocks a 128x256 tile (S = 1, 2, 4 .. splits, the most it holds for every tile), block rank r summing
-// split r % S of tile r / S of its cluster's. A block has one tile (K is long); its consumers put their fp32
-// partial rows in the stages' shared memory, and after a cluster barrier each block adds 1/S of the tile's rows,
+// A and B both transposed ([K][M], [K][Nn]), split-K as mm_tile's: launched in clusters of S = `splits` blocks
+// (1 .. 16), a cluster a 128x256 tile, block rank r summing the r-th of S runs of its K. A block has one tile (K is
+// long); its consumers put their fp32 partial rows in the stages' shared memory, and after a cluster barrier block
+// r adds the tile's rows [128 r / S, 128 (r + 1) / S),
 // reading the S partials through distributed shared memory in split order 0 .. S-1 (then + old out, one
 // rounding): a sum order fixed by the code, deterministic without atomics or scratch memory.
 template <bool AK, bool BK_MAJOR>
@@ -483,11 +483,8 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
-    int S = splits;
-    while (S > 1 && (int)gridDim.x < S * tiles) S >>= 1;
-    const int rank = (int)cluster_rank(), split = rank % S, first = rank - split;
-    const int pid = (int)(blockIdx.x / splits) * (splits / S) + rank / S;
-    const bool idle = pid >= tiles;  // past the last tile (the grid is whole clusters): only the barriers
+    const int S = splits, split = (int)cluster_rank(), pid = (int)(blockIdx.x / S);
+    const bool idle = pid >= tiles;  // past the last tile (a grid larger than planned): only the barriers
     int tm = 0, tn = 0;
     if (!idle) mm_tile_of(pid, tilesM, tilesN, tm, tn);
     const int KT_ALL = (K + BK - 1) / BK;
@@ -535,26 +532,26 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
         }
     }
     cluster_sync();  // every block's partial rows written (the producer's copies all consumed before)
-    const int ROWS = BM / S, m0 = tm * BM, n0 = tn * BN;
+    const int R0 = BM * split / S, ROWS = BM * (split + 1) / S - R0, m0 = tm * BM, n0 = tn * BN;  // rows to add
     const bool pair_ok = (Nn & 1) == 0 && (reinterpret_cast<size_t>(out) & 3) == 0;
     if (!idle) {
         for (int i = tid; i < ROWS * (BN / 4); i += MM_HOP_THREADS) {
-            const int r = split * ROWS + i / (BN / 4), col4 = (i % (BN / 4)) * 4;
+            const int r = R0 + i / (BN / 4), col4 = (i % (BN / 4)) * 4;
             const int grow = m0 + r, gcol = n0 + col4;
             if (grow >= M || gcol >= Nn) continue;
-            float4 v = ld_cluster_f4(part + r * LD + col4, first);
+            float4 v = ld_cluster_f4(part + r * LD + col4, 0);
             for (int s = 1; s < S; ++s) {
-                const float4 p = ld_cluster_f4(part + r * LD + col4, first + s);
+                const float4 p = ld_cluster_f4(part + r * LD + col4, s);
                 v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
             }
             __half* o = out + (size_t)grow * Nn + gcol;
             mm_store_pair(o, gcol, Nn, v.x, v.y, accumulate, pair_ok);
             mm_store_pair(o + 2, gcol + 2, Nn, v.z, v.w, accumulate, pair_ok);
         }
-        if (bias_sum && tid < ROWS && m0 + split * ROWS + tid < M) {
-            const int r = split * ROWS + tid;
-            float b = ld_cluster_f32(bias_part + r, first);
-            for (int s = 1; s < S; ++s) b += ld_cluster_f32(bias_part + r, first + s);
+        if (bias_sum && tid < ROWS && m0 + R0 + tid < M) {
+            const int r = R0 + tid;
+            float b = ld_cluster_f32(bias_part + r, 0);
+            for (int s = 1; s < S; ++s) b += ld_cluster_f32(bias_part + r, s);
             dbias[m0 + r] = __float2half_rn(b);
         }
     }

@@ -58,6 +58,11 @@ __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_c
 
 #if __CUDA_ARCH__ >= 900
 // Thread-block clusters (sm_90 and later): the blocks of a cluster read each other's shared memory.
+__device__ __forceinline__ unsigned cluster_size() {
+    unsigned n;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+    return n;
+}
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));

@@ -68,6 +68,10 @@ HOPPER_OUT_LD = 264   # matmul_hopper.cuh: MM_HOP_OUT_LD
 # encoded (128 bytes each), two tiles' 256 fp16 bias values, then a full and an empty mbarrier (8 bytes each) a stage
 HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128 + 2 * 256 * 2
                  + HOPPER_STAGES * 2 * 8)
+# (block, dynamic shared bytes) of each matmul tile: matmul_hopper.cuh's 128x256, matmul.cuh's 128x128 (3 stages of
+# 128x32 + 128x32 fp16) and 64x64 (4 stages)
+MATMUL_TILES = {"wide": ([HOPPER_THREADS, 1, 1], HOPPER_SHARED), "big": ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2),
+                "small": ([128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2)}
 MATMUL_BIG_TILES = 264  # two waves' worth of blocks on a 132-SM H200; a fixed number, not a device query
 MATMUL_SPLITS = 8  # the most blocks per output tile of the 64x64 and 128x128 weight gradients (matmul.cuh: MM_SPLITS)
 SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (four waves of 128x128 tiles)
@@ -227,19 +231,15 @@ def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
     """(grid, block, dynamic shared bytes) of one of the six tensor-core kernels' launches."""
+    if kernel == "matmul_backward_weight":
+        tile, tiles, splits = weight_gradient_tiles(scalars, arch)
+        return [tiles * splits, 1, 1], *MATMUL_TILES[tile]
     if kernel.startswith("matmul_"):
         M, Nn, K = matmul_shape(kernel, scalars)
-        big = _cdiv(M, 128) * _cdiv(Nn, 128)
-        big_tile, small_tile = ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2), ([128, 1, 1], 4 * (64 + 64) * MATMUL_BK * 2)
-        small = _cdiv(M, 64) * _cdiv(Nn, 64)
-        hopper = _cdiv(M, 128) * _cdiv(Nn, 256)
-        if kernel != "matmul_backward_weight" and arch in WIDE_TILE_ARCHS and hopper >= WIDE_TILES:
-            return [WIDE_TILES, 1, 1], [HOPPER_THREADS, 1, 1], HOPPER_SHARED
-        if kernel != "matmul_backward_weight":
-            return ([big, 1, 1], *big_tile) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *small_tile)
-        tile, tiles, splits = weight_gradient_tiles(scalars, arch)
-        wide_tile = ([HOPPER_THREADS, 1, 1], HOPPER_SHARED)
-        return [tiles * splits, 1, 1], *{"wide": wide_tile, "big": big_tile, "small": small_tile}[tile]
+        big, small, wide = _cdiv(M, 128) * _cdiv(Nn, 128), _cdiv(M, 64) * _cdiv(Nn, 64), _cdiv(M, 128) * _cdiv(Nn, 256)
+        if arch in WIDE_TILE_ARCHS and wide >= WIDE_TILES:
+            return [WIDE_TILES, 1, 1], *MATMUL_TILES["wide"]
+        return ([big, 1, 1], *MATMUL_TILES["big"]) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *MATMUL_TILES["small"])
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

@@ -223,10 +223,8 @@ def weight_gradient_tiles(scalars: dict, arch: str = "any") -> tuple[str, int, i
 
 def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
     """Blocks of each thread-block cluster a launch is made in (the launch table's cluster field; 1: none): a split
-    weight gradient's S, one cluster a tile."""
-    if kernel != "matmul_backward_weight" or not has_clusters(arch):
-        return 1
-    return weight_gradient_tiles(scalars, arch)[2]
+    weight gradient's S, one cluster a tile (1 where the arch has no clusters)."""
+    return weight_gradient_tiles(scalars, arch)[2] if kernel == "matmul_backward_weight" else 1
 
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:

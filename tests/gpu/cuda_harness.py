@@ -235,7 +235,8 @@ class CudaDevice(Device):
             if cluster > 1:  # the kernel reads its split of K from its cluster's size (formats/geometry.py)
                 value = driver.CUkernelNodeAttrValue()
                 value.clusterDim.x, value.clusterDim.y, value.clusterDim.z = cluster, 1, 1
-                check(driver.cuGraphKernelNodeSetAttribute(node, cluster_value(cluster).id, value),
+                check(driver.cuGraphKernelNodeSetAttribute(
+                          node, driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, value),
                       f"cuGraphKernelNodeSetAttribute(CLUSTER_DIMENSION {cluster})", launch)
             return [(node, index, params)]
         nodes = []

@@ -84,16 +84,25 @@ __device__ __forceinline__ void at_load(__half* s, const __half* __restrict__ g,
         at_load_elementwise<ROWS, HSP>(s, g, t0, T, hs, rs);
         return;
     }
+    // a thread's chunks are one column c, STEP rows apart: a multiple of the swizzle's period of 8 rows, so its
+    // shared and global addresses are computed once (in a loop, 64-bit products a chunk took 13 instructions each)
+    static_assert(AT_THREADS % CH == 0 && CHUNKS % AT_THREADS == 0 && (AT_THREADS / CH) % 8 == 0, "tile shape");
+    constexpr int STEP = AT_THREADS / CH;
+    const int r0 = threadIdx.x / CH, c = threadIdx.x % CH;
+    const bool column_ok = c * 8 < hs;
+    const __half* src = g + (size_t)(t0 + r0) * rs + c * 8;
+    const size_t src_step = (size_t)STEP * rs;
+    __half* dst = s + swz<CH>(r0, c);
 #pragma unroll
-    for (int i = 0; i < (CHUNKS + AT_THREADS - 1) / AT_THREADS; ++i) {
-        const int id = threadIdx.x + i * AT_THREADS;
-        if (CHUNKS % AT_THREADS != 0 && id >= CHUNKS) break;
-        const int r = id / CH, c = id % CH;
-        const int t = t0 + r, d = c * 8;
-        const bool ok = t < T && d < hs;
-        cp_async16(s + swz<CH>(r, c), ok ? g + (size_t)t * rs + d : g, ok);
+    for (int i = 0; i < CHUNKS / AT_THREADS; ++i) {
+        const bool ok = column_ok && t0 + r0 + i * STEP < T;
+        cp_async16(dst + i * STEP * HSP, ok ? src + i * src_step : g, ok);
     }
 }
+
+template <bool B> struct AtBool {  // a compile-time flag passed to a generic lambda
+    static constexpr bool value = B;
+};
 
 // A fragments (16 rows x HSP) of a warp's rows [r0, r0+16) of a swizzled tile.
 template <int HSP>
@@ -315,7 +324,10 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
     const int qw = q0 + warp * 16;  // this warp's first row
     const int g = lane >> 2, t2 = (lane & 3) * 2;
 
-    for (int j = 0; j < nkv; ++j) {
+    // a tile's body, with the causal and T masks or without them: written once, compiled twice (with a run-time
+    // test every element's mask was if-converted into ~4 instructions an element of every tile)
+    auto tile = [&](const int j, auto masked) {
+        constexpr bool MASKED = decltype(masked)::value;
         if (j + 1 < nkv) {
             at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
             at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);
@@ -337,28 +349,25 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
         }
 
         const int k0 = j * BC;
-        const bool need_mask = k0 + BC - 1 > qw || k0 + BC > T;
-        float mx[2] = {COPTC_NEG_INF, COPTC_NEG_INF};
+        float mx[2] = {COPTC_NEG_INF, COPTC_NEG_INF};  // of the raw scores: scaling by sc > 0 keeps the max
 #pragma unroll
         for (int ni = 0; ni < NKV; ++ni)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                float v = s[ni][e] * sc;
-                if (need_mask) {
+                if constexpr (MASKED) {
                     const int key = k0 + ni * 8 + t2 + (e & 1), q = qw + g + (e >> 1) * 8;
-                    if (key > q || key >= T) v = COPTC_NEG_INF;
+                    if (key > q || key >= T) s[ni][e] = COPTC_NEG_INF;
                 }
-                s[ni][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[ni][e]);
             }
         float alpha[2], mu[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float mn = fmaxf(m[r], mx[r]);
+            const float mn = fmaxf(m[r], mx[r] * sc);
             mu[r] = mn == COPTC_NEG_INF ? 0.f : mn;
-            alpha[r] = exp2f(m[r] - mu[r]);
+            alpha[r] = exp2_approx(m[r] - mu[r]);
             m[r] = mn;
         }
         float rsum[2] = {0.f, 0.f};
@@ -366,7 +375,7 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
         for (int ni = 0; ni < NKV; ++ni)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float p = exp2f(s[ni][e] - mu[e >> 1]);
+                const float p = exp2_approx(fmaf(s[ni][e], sc, -mu[e >> 1]));
                 s[ni][e] = p;
                 rsum[e >> 1] += p;
             }
@@ -387,7 +396,10 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
             at_mm_pv<HSP, BC>(o, s, v_s, lane);
         }
         __syncthreads();  // this stage is loaded again two tiles on
-    }
+    };
+    const int unmasked = min(q0 + 1, T) / BC;  // tiles no row of the block masks any key of
+    for (int j = 0; j < unmasked; ++j) tile(j, AtBool<false>{});
+    for (int j = unmasked; j < nkv; ++j) tile(j, AtBool<true>{});
 
     float inv[2];
 #pragma unroll

@@ -130,7 +130,7 @@ __device__ __forceinline__ void attn_bwd_keys(__half* __restrict__ dqkv, const _
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int ql = sub * SUB + ni * 8 + t2 + (e & 1);  // query within the tile (column)
-                        float p = exp2f(st[ni][e] * sc - sL[ql]);
+                        float p = exp2_approx(fmaf(st[ni][e], sc, -sL[ql]));
                         if (need_mask) {
                             const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
                             if (key > q || q >= T) p = 0.f;
@@ -228,7 +228,7 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int ql = ni * 8 + t2 + (e & 1);  // query within the tile (column)
-                float p = exp2f(st[ni][e] * sc - sL[ql]);
+                float p = exp2_approx(fmaf(st[ni][e], sc, -sL[ql]));
                 if (need_mask) {
                     const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
                     if (key > q || q >= T) p = 0.f;
@@ -365,7 +365,7 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int r = e >> 1;
-                    float p = exp2f(s[ni][e] * sc - lr[r]);
+                    float p = exp2_approx(fmaf(s[ni][e], sc, -lr[r]));
                     if (need_mask) {
                         const int key = k0 + ni * 8 + t2 + (e & 1), q = qw + g + r * 8;
                         if (key > q || key >= T || q >= T) p = 0.f;

@@ -201,8 +201,9 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
     at_zero<8>(dk);
     at_zero<4>(pa);
     at_zero<4>(da);
-    int i = first;
-    do {  // at least once: were there a way past the loop, zeros, not wgmma, would define dv and dk there (C7515)
+    // a query tile's body, with the causal and T masks (the diagonal tile, a last tile past T) or without them
+    auto step = [&](const int i, auto masked) {
+        constexpr bool MASKED = decltype(masked)::value;
         const int q0 = i * BQ;
         const __half* q_s = sQ + (i & 1) * STAGE;
         const __half* o_s = q_s + TILE;
@@ -222,14 +223,13 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
         }
         float st[NQ][4], dpt[NQ][4];
         at_wg_nt<true>(st, sK, q_s, dpt, sV, o_s);  // S^T = K Q^T, dP^T = V dO^T
-        const bool need_mask = q0 < kw + 15 || q0 + BQ > T;
 #pragma unroll
         for (int ni = 0; ni < NQ; ++ni)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int ql = ni * 8 + t2 + (e & 1);  // query within the tile (column)
                 float p = exp2_approx(fmaf(st[ni][e], sc, -sL[ql]));
-                if (need_mask) {
+                if constexpr (MASKED) {
                     const int key = kw + g + (e >> 1) * 8, q = q0 + ql;
                     if (key > q || q >= T) p = 0.f;
                 }
@@ -246,6 +246,11 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
             }
         at_pack_tile(da, dpt);
         at_wg_pv_async<true>(dv, pa, o_s, dk, da, q_s);  // dv += P^T dO, dk += dS^T Q
+    };
+    int i = first;
+    do {  // at least once: were there a way past the loop, zeros, not wgmma, would define dv and dk there (C7515)
+        if (i == first || (i + 1) * BQ > T) step(i, AtBool<true>{});
+        else step(i, AtBool<false>{});
     } while (++i < nqt);
     at_wg_wait();
     at_wg_pinned(dv, pa);

@@ -94,9 +94,9 @@ __device__ __forceinline__ void at_load(__half* s, const __half* __restrict__ g,
     const size_t src_step = (size_t)STEP * rs;
     __half* dst = s + swz<CH>(r0, c);
 #pragma unroll
-    for (int i = 0; i < CHUNKS / AT_THREADS; ++i) {
+    for (int i = 0; i < CHUNKS / AT_THREADS; ++i, src += src_step) {
         const bool ok = column_ok && t0 + r0 + i * STEP < T;
-        cp_async16(dst + i * STEP * HSP, ok ? src + i * src_step : g, ok);
+        cp_async16(dst + i * STEP * HSP, ok ? src : g, ok);
     }
 }
 

@@ -365,16 +365,22 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
                 at_mm_nt<HSP, SUB>(dp, qf, vs, lane);
             }
             const bool need_mask = k0 + SUB - 1 > qw || k0 + SUB > T;
+            // the last key a row sees, as an offset ni * 8 + (e & 1) from k0 + t2 (one compare an element, with
+            // the offset a constant; as `key > q || key >= T || q >= T` it took four): every key of a sub-tile
+            // needing no mask, none of a row past T
+            int limit[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int q = qw + g + r * 8;
+                limit[r] = !need_mask ? SUB : q >= T ? -1 : min(q, T - 1) - k0 - t2;
+            }
 #pragma unroll
             for (int ni = 0; ni < NKV; ++ni)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int r = e >> 1;
                     float p = exp2_approx(fmaf(s[ni][e], sc, -lr[r]));
-                    if (need_mask) {
-                        const int key = k0 + ni * 8 + t2 + (e & 1), q = qw + g + r * 8;
-                        if (key > q || key >= T || q >= T) p = 0.f;
-                    }
+                    if (ni * 8 + (e & 1) > limit[r]) p = 0.f;
                     s[ni][e] = p * (dp[ni][e] - dr[r]);  // dS
                 }
             if constexpr (WG) {

@@ -41,7 +41,7 @@ __device__ __forceinline__ void mma16816(float* d, const unsigned* a, unsigned b
 
 // 2^x on the MUFU alone (ex2.approx.ftz: relative error about 2^-22, results below 2^-126 flushed to 0): exp2f's
 // range fix-up around it cost three more instructions an element, in kernels bound by their issue rate (ncu: the
-// attention forward's issue slots 68% busy, docs/notes/gpu-speed.md "v41")
+// attention forward's issue slots 68% busy, docs/notes/gpu-speed.md "v42")
 __device__ __forceinline__ float exp2_approx(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

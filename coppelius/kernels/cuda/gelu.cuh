@@ -8,6 +8,7 @@
 // device's values.
 #ifndef COPPELIUS_GELU_CUH
 #define COPPELIUS_GELU_CUH
+#include "approx.cuh"
 
 namespace cpl {
 
@@ -18,8 +19,7 @@ constexpr float GELU_M2S_LOG2E = (float)(-2.0 * 0.7978845608028654 * 1.442695040
 
 // 1 / (1 + exp(-2y)) = sigmoid(2y): 0 once exp overflows (x below about -10)
 __device__ __forceinline__ float gelu_sigmoid(float x) {
-    float e;  // 2^z, the MUFU's approximation (relative error about 2^-22)
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(GELU_M2S_LOG2E * (x + GELU_A * x * x * x)));
+    const float e = exp2_approx(GELU_M2S_LOG2E * (x + GELU_A * x * x * x));
     return __fdividef(1.0f, 1.0f + e);
 }
 

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "approx.cuh"
+
 namespace coptc {
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -39,14 +41,7 @@ __device__ __forceinline__ void mma16816(float* d, const unsigned* a, unsigned b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// 2^x on the MUFU alone (ex2.approx.ftz: relative error about 2^-22, results below 2^-126 flushed to 0): exp2f's
-// range fix-up around it cost three more instructions an element, in kernels bound by their issue rate (ncu: the
-// attention forward's issue slots 68% busy, docs/notes/gpu-speed.md "v42")
-__device__ __forceinline__ float exp2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+using cpl::exp2_approx;  // (approx.cuh)
 
 // Two floats -> one register of two fp16 (lo in the low half), round to nearest even.
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {

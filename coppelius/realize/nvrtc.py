@@ -100,24 +100,37 @@ def compile_cubin(arch: str, sources: Path = SOURCES, cached: bool = True) -> tu
 
 
 def _compile(arch: str, main: bytes, headers: tuple[tuple[str, bytes], ...], extra: tuple[str, ...] = (),
-             log: list | None = None) -> tuple[bytes, str]:
+             log: list | None = None, ptx: bool = False) -> tuple[bytes, str]:
     nvrtc = _nvrtc()
     program = _check(nvrtc.nvrtcCreateProgram(main, MAIN.encode(), len(headers), [data for _, data in headers],
                                               [name.encode() for name, _ in headers]), "nvrtcCreateProgram")
     try:
-        opts = [o.encode() for o in (*options(arch), *extra)] + [b"-I" + str(include_dir()).encode()]
+        arch_options = [f"--gpu-architecture=compute_{arch[3:]}", *OPTIONS] if ptx else options(arch)
+        opts = [o.encode() for o in (*arch_options, *extra)] + [b"-I" + str(include_dir()).encode()]
         status, = nvrtc.nvrtcCompileProgram(program, len(opts), opts)
         if int(status) != 0:
             raise CoppeliusError(f"kernels/cuda: NVRTC could not compile {MAIN} for {arch}: "
                                  f"{_first_error(nvrtc, program)}")
         if log is not None:
             log.append(_log(nvrtc, program))
-        size = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(program, cubin), "nvrtcGetCUBIN")
+        get_size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if ptx else (nvrtc.nvrtcGetCUBINSize,
+                                                                                 nvrtc.nvrtcGetCUBIN)
+        size = _check(get_size(program), get_size.__name__)
+        image = b" " * size
+        _check(get(program, image), get.__name__)
     finally:
         nvrtc.nvrtcDestroyProgram(program)
-    return cubin, version()
+    return image, version()
+
+
+def compile_ptx(arch: str, sources: Path = SOURCES) -> bytes:
+    """kernels.cu compiled to PTX for arch's virtual architecture (sm_86 -> compute_86: its __CUDA_ARCH__, none of a
+    newer card's features), NUL-terminated. A newer card's driver JIT-compiles it: how the GPU tests run an arch's
+    own code paths (rtx3090's mma.sync attention at head size 64) on the H200."""
+    if not re.fullmatch(r"sm_\d+", arch):
+        raise CoppeliusError(f"NVRTC: PTX is compiled for a plain arch like sm_86, not {arch!r}")
+    headers = tuple((h.name, h.read_bytes()) for h in sorted(sources.glob("*.cuh")))
+    return _compile(arch, (sources / MAIN).read_bytes(), headers, ptx=True)[0]
 
 
 def ptxas_report(arch: str, sources: Path = SOURCES) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coppelius.realize.nvrtc import compile_cubin
+from coppelius.realize.nvrtc import compile_cubin, compile_ptx
 import pytest
 
 import coppelius
@@ -56,7 +56,9 @@ def _ck(result):
 class Gpu:
     """One context, the six kernels (and gelu_forward) loaded, and a few helpers over the driver API."""
 
-    def __init__(self, cubin: bytes | None = None):
+    def __init__(self, cubin: bytes | None = None, arch: str | None = None):
+        """cubin: this card's (NVRTC for its arch, or COPPELIUS_TC_CUBIN); or another arch's PTX with that arch, whose
+        geometry the launches then take."""
         from cuda.bindings import driver
         self.d = driver
         _ck(driver.cuInit(0))
@@ -65,14 +67,15 @@ class Gpu:
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev))
         minor = _ck(driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev))
-        self.arch = f"sm_{major}{minor}"
+        self.card_arch = f"sm_{major}{minor}"
+        self.arch = arch or self.card_arch
         self.name = _ck(driver.cuDeviceGetName(256, self.dev)).split(b"\0")[0].decode()
         self.ctx = _ck(driver.cuDevicePrimaryCtxRetain(self.dev))
         _ck(driver.cuCtxSetCurrent(self.ctx))
         t = time.time()
         if cubin is None and os.environ.get("COPPELIUS_TC_CUBIN"):  # a cubin built beforehand (saves device time)
             cubin = Path(os.environ["COPPELIUS_TC_CUBIN"]).read_bytes()
-        self.cubin = cubin if cubin is not None else compile_cubin(self.arch)[0]
+        self.cubin = cubin if cubin is not None else compile_cubin(self.card_arch)[0]
         self.compile_s = time.time() - t
         self.module = _ck(driver.cuModuleLoadData(self.cubin))
         self.fn = {k: _ck(driver.cuModuleGetFunction(self.module, k.encode())) for k in TC_KERNELS + UNFUSED}
@@ -165,6 +168,16 @@ class Gpu:
 def gpu():
     g = Gpu()
     print(f"\n[tensor cores] {g.name} {g.arch}; NVRTC compile {g.compile_s:.1f} s, cubin {len(g.cubin)} bytes")
+    yield g
+    g.free_all()
+
+
+@pytest.fixture(scope="module")
+def rtx3090_code():
+    """The rtx3090 target's kernels on this card: compute_86 PTX (its __CUDA_ARCH__: mma.sync, no wgmma, no
+    clusters) JIT-compiled by the driver, launched with sm_86's geometry."""
+    g = Gpu(compile_ptx("sm_86"), arch="sm_86")
+    print(f"\n[tensor cores] sm_86 code on {g.name} ({g.card_arch}): PTX {len(g.cubin)} bytes, JIT by the driver")
     yield g
     g.free_all()
 
@@ -457,3 +470,19 @@ def test_timings(gpu, rng):
         ms, flop = time_attention(gpu, rng, B, T, C, NH), attention_flops(B, T, C, NH)
         print(f"  {label:<26} B={B} T={T} C={C} NH={NH}   fwd {ms['fwd']:8.3f} ms {flop / ms['fwd'] / 1e9:6.1f} TF/s"
               f"   bwd {ms['bwd']:8.3f} ms {2.5 * flop / ms['bwd'] / 1e9:6.1f} TF/s (FA convention, 2.5x fwd)")
+
+
+# ------------------------------------------------------------------------------------ another arch's code here
+
+@pytest.mark.parametrize("N,C,OC", [(1024, 64, 192), (16384, 384, 1152), (300, 136, 264), (2072, 2136, 70)])
+def test_matmul_rtx3090_code(rtx3090_code, rng, N, C, OC):
+    """sm_86's matmuls (mma.sync tiles; weight gradients unsplit, no clusters) on this card."""
+    _matmul_case(rtx3090_code, rng, N, C, OC, full_check=N * C * OC <= 2 ** 31)
+
+
+@pytest.mark.parametrize("B,T,C,NH", [(4, 256, 384, 6), (2, 150, 128, 2), (1, 200, 256, 2), (2, 190, 256, 8),
+                                      (8, 64, 64, 4)])
+def test_attention_rtx3090_code(rtx3090_code, rng, B, T, C, NH):
+    """sm_86's attention on this card: head size 64 on mma.sync (the H200's own code takes wgmma there), ragged T,
+    head sizes 128, 32 and 16."""
+    _attention_case(rtx3090_code, rng, B, T, C, NH)

@@ -228,3 +228,17 @@ def test_code_digest_covers_cuda_sources(tmp_path, monkeypatch):
     before = cas.code_digest(["cuda"])
     (tmp_path / "cuda" / "a.cuh").write_text("// two")
     assert cas.code_digest(["cuda"]) != before
+
+
+def test_ptx_for_another_arch_holds_its_own_code_paths():
+    """The GPU tests run rtx3090's kernels on the H200 from this PTX (tests/gpu/test_tensor_cores_gpu.py): it must be
+    sm_86's code (its target, no wgmma or clusters), hold every catalog kernel, and end in the NUL the driver wants."""
+    ptx = nvrtc.compile_ptx("sm_86")
+    assert ptx.endswith(b"\0")
+    text = ptx[:-1].decode()
+    assert re.search(r"^\.target sm_86$", text, re.M)
+    assert "wgmma" not in text and "cluster" not in text
+    entries = set(re.findall(r"\.entry (\w+)", text))
+    assert entries == set(catalog.KERNELS), entries ^ set(catalog.KERNELS)
+    with pytest.raises(CoppeliusError, match="plain arch"):
+        nvrtc.compile_ptx("sm_90a")

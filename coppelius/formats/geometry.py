@@ -4,11 +4,11 @@ blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda
 tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
 holds them equal.
 
-The six tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
+The seven tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward
 (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
-matmuls: a 1-D grid of output tiles (matmul_forward_gelu's geometry is matmul_forward's). On the archs of
-WIDE_TILE_ARCHS (sm_90a's wgmma) the four take matmul_hopper.cuh's
+matmuls: a 1-D grid of output tiles (matmul_forward_gelu's geometry is matmul_forward's, matmul_backward_input_gelu's
+matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the five take matmul_hopper.cuh's
 warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
 of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers (216 KiB), one block an
 SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
@@ -82,8 +82,8 @@ ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
 
-TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_weight",
-               "attention_forward", "attention_backward")
+TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_input_gelu",
+               "matmul_backward_weight", "attention_forward", "attention_backward")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -145,7 +145,7 @@ def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:
     N, C, OC = int(s["N"]), int(s["C"]), int(s["OC"])
     if kernel in ("matmul_forward", "matmul_forward_gelu"):
         return N, OC, C
-    if kernel == "matmul_backward_input":
+    if kernel in ("matmul_backward_input", "matmul_backward_input_gelu"):
         return N, C, OC
     if kernel == "matmul_backward_weight":
         return OC, C, N
@@ -227,8 +227,22 @@ def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
     return weight_gradient_tiles(scalars, arch)[2] if kernel == "matmul_backward_weight" else 1
 
 
+def fuses_gelu_backward(scalars: dict, arch: str = "any") -> bool:
+    """Whether the plan takes an fc projection's input gradient and gelu's backward in one launch
+    (matmul_backward_input_gelu, scalars N, C, OC) rather than two (matmul_backward_input, gelu_backward in place):
+    only where the product takes the 64x64 tiles, launches too small to fill the card, where a second launch and two
+    more passes over the (N, C) gradient cost more than the epilogue's work. Measured on the H200, 2026-12-02
+    (docs/notes/gpu-speed.md, twelfth session): tiny's shape 6.4 against 12.1 us back to back, but tiny's step
+    replayed within the run-to-run spread (0.255 and 0.259 ms, against 0.248 unfused); on larger launches the gelu's
+    slope, an exp and a reciprocal an element, costs more in the epilogue than gelu_backward's own pass (gpt2's
+    0.40 against 0.40 ms on sm_90a, its finishers the bottleneck; small's 0.109 against 0.087; sm_86's code on the
+    H200, mma.sync tiles: 0.795 against 0.751 and 0.141 against 0.136)."""
+    block = tensor_core_geometry("matmul_backward_input_gelu", scalars, arch)[1]
+    return block == MATMUL_TILES["small"][0]
+
+
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
-    """(grid, block, dynamic shared bytes) of one of the six tensor-core kernels' launches."""
+    """(grid, block, dynamic shared bytes) of one of the seven tensor-core kernels' launches."""
     if kernel == "matmul_backward_weight":
         tile, tiles, splits = weight_gradient_tiles(scalars, arch)
         return [tiles * splits, 1, 1], *MATMUL_TILES[tile]

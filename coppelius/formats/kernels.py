@@ -51,6 +51,11 @@ CATALOG = (
                                        ("C", "i32", None), ("OC", "i32", None))),
     Kernel(13, "matmul_backward_input", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
                                          ("N", "i32", None), ("C", "i32", None), ("OC", "i32", None))),
+    # dinp = the matmul_backward_input above, then times gelu's slope at pre_gelu, from dinp's fp16 values (as
+    # gelu_backward would)
+    Kernel(23, "matmul_backward_input_gelu", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
+                                              ("pre_gelu", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
+                                              ("OC", "i32", None))),
     # dweight = dout^T inp (+ dweight when accumulate is 1: then dweight is rw); dbias = column sums of dout
     Kernel(14, "matmul_backward_weight", (("dweight", "f16*", "w"), ("dbias", "f16*", "w"), ("dout", "f16*", "r"),
                                           ("inp", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
@@ -136,8 +141,8 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
                 "partials": layernorm_backward_blocks(N) * 2 * C}
     if kernel.startswith("matmul"):
         N, C, OC = s["N"], s["C"], s["OC"]
-        return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "weight": OC * C,
-                "dweight": OC * C, "bias": OC, "dbias": OC}
+        return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "pre_gelu": N * C,
+                "weight": OC * C, "dweight": OC * C, "bias": OC, "dbias": OC}
     if kernel.startswith("attention"):
         B, T, C, NH = s["B"], s["T"], s["C"], s["NH"]
         return {"out": B * T * C, "dout": B * T * C, "qkv": B * T * 3 * C, "dqkv": B * T * 3 * C, "lse": B * NH * T}

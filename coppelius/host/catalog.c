@@ -12,7 +12,7 @@ enum {
     CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
     RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU, ENCODER_SORT,
-    LAYERNORM_BACKWARD_WEIGHT, RESIDUAL_LAYERNORM_FORWARD,
+    LAYERNORM_BACKWARD_WEIGHT, RESIDUAL_LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT_GELU,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -64,6 +64,9 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
     {"residual_layernorm_forward", 10, {{"residual", F16_PTR}, {"out", F16_PTR}, {"mean", F32_PTR},
                                         {"rstd", F32_PTR}, {"inp1", F16_PTR}, {"inp2", F16_PTR}, {"weight", F16_PTR},
                                         {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
+    {"matmul_backward_input_gelu", 7, {{"dinp", F16_PTR}, {"dout", F16_PTR}, {"weight", F16_PTR},
+                                       {"pre_gelu", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR},
+                                       {"OC", I32_SCALAR}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -158,9 +161,11 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "partials", (int64_t)layernorm_backward_blocks(N) * 2 * C);
         break;
     case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT: case MATMUL_FORWARD_GELU:
+    case MATMUL_BACKWARD_INPUT_GELU:
         set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
         set_extent(args, elements, "out_gelu", N * OC);
         set_extent(args, elements, "inp", N * C), set_extent(args, elements, "dinp", N * C);
+        set_extent(args, elements, "pre_gelu", N * C);
         set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
         set_extent(args, elements, "bias", OC), set_extent(args, elements, "dbias", OC);
         break;
@@ -246,6 +251,7 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
         residual_forward(p[0], p[4], p[5], I(8) * I(9));
         layernorm_forward(p[1], p[2], p[3], p[0], p[6], p[7], I(8), I(9));
         break;
+    case MATMUL_BACKWARD_INPUT_GELU: matmul_backward_input_gelu(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
     }
 #undef I
 #undef F

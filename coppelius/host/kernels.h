@@ -36,6 +36,9 @@ int layernorm_backward_blocks(int N);
 void matmul_forward(half* out, const half* inp, const half* weight, const half* bias, int N, int C, int OC);
 // dinp (N,C) = dout (N,OC) @ weight (OC,C)
 void matmul_backward_input(half* dinp, const half* dout, const half* weight, int N, int C, int OC);
+// dinp as matmul_backward_input, then gelu_backward of its fp16 values at pre_gelu (N,C), in place
+void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* pre_gelu, int N, int C,
+                                int OC);
 // out as matmul_forward; out_gelu (N,OC) = gelu(out), from out's fp16 values
 void matmul_forward_gelu(half* out, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
                          int C, int OC);

@@ -1,5 +1,5 @@
-// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight and matmul_forward_gelu
-// (kernels.h).
+// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight, matmul_forward_gelu and
+// matmul_backward_input_gelu (kernels.h).
 //
 // All three are one product, out[r][m] = bias[m] + sum_k a[r][k] * b[k][m], over float32 copies
 // of the fp16 operands:
@@ -139,6 +139,12 @@ void matmul_forward_gelu(half* out, half* out_gelu, const half* inp, const half*
                          int C, int OC) {
     matmul_forward(out, inp, weight, bias, N, C, OC);
     gelu_forward(out_gelu, out, N * OC);
+}
+
+void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* pre_gelu, int N, int C,
+                                int OC) {
+    matmul_backward_input(dinp, dout, weight, N, C, OC);
+    gelu_backward(dinp, pre_gelu, dinp, N * C);  // element i read, then written: in place is safe
 }
 
 typedef struct { half* dbias; const float* dout; int N, OC; } bias_job;

@@ -61,7 +61,7 @@ def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
         step("logits", "f16", B, T, Vp), step("losses", "f32", B, T), step("predictions", "i32", B, T),
         weight("grads", "f16", "step"), step("flag", "i32", 1),
         step("dlogits", "f16", B, T, Vp), step("dresidual", "f16", B, T, C), step("dbtc", "f16", B, T, C),
-        step("dbt3c", "f16", B, T, 3 * C), step("dbt4c", "f16", B, T, 4 * C), step("dbt4c_gelu", "f16", B, T, 4 * C),
+        step("dbt3c", "f16", B, T, 3 * C), step("dbt4c", "f16", B, T, 4 * C),
         step("token_order", "i32", B, T), step("token_first", "i32", Vp + 1),
         step("ln_partials", "f32", layernorm_backward_blocks(B * T), 2, C),
         Plane("staging", "u8", (staging_bytes,), "transfer"),

@@ -7,7 +7,7 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..formats.geometry import cluster_size, geometry
+from ..formats.geometry import cluster_size, fuses_gelu_backward, geometry
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, nearest_f32
 
@@ -131,12 +131,18 @@ class Step:
             # the MLP: dresidual holds the gradient of residual3[l]
             p.launch("matmul_backward_weight", dweight=g("fcprojw", l), dbias=g("fcprojb", l), dout=self.at("dresidual"),
                      inp=self.act("fch_gelu", l), N=N, C=4 * C, OC=C, accumulate=0)
-            p.launch("matmul_backward_input", dinp=self.at("dbt4c"), dout=self.at("dresidual"), weight=w("fcprojw", l),
-                     N=N, C=4 * C, OC=C)
-            p.launch("gelu_backward", dinp=self.at("dbt4c_gelu"), inp=self.act("fch", l), dout=self.at("dbt4c"), N=N * 4 * C)
-            p.launch("matmul_backward_weight", dweight=g("fcw", l), dbias=g("fcb", l), dout=self.at("dbt4c_gelu"),
+            # dbt4c: the gradient of fch[l] (the gelu's backward in the product's epilogue, or after it in place)
+            fcproj = {"dinp": self.at("dbt4c"), "dout": self.at("dresidual"), "weight": w("fcprojw", l), "N": N,
+                      "C": 4 * C, "OC": C}
+            if fuses_gelu_backward({"N": N, "C": 4 * C, "OC": C}, p.arch):
+                p.launch("matmul_backward_input_gelu", **fcproj, pre_gelu=self.act("fch", l))
+            else:
+                p.launch("matmul_backward_input", **fcproj)
+                p.launch("gelu_backward", dinp=self.at("dbt4c"), inp=self.act("fch", l), dout=self.at("dbt4c"),
+                         N=N * 4 * C)
+            p.launch("matmul_backward_weight", dweight=g("fcw", l), dbias=g("fcb", l), dout=self.at("dbt4c"),
                      inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)
-            p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c_gelu"), weight=w("fcw", l),
+            p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c"), weight=w("fcw", l),
                      N=N, C=C, OC=4 * C)
             self.layernorm_backward(p, "ln2", l, self.act("residual2", l), self.act("ln2_mean", l), self.act("ln2_rstd", l))
             # attention: dresidual now holds the gradient of residual2[l]

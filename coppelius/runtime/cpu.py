@@ -85,6 +85,11 @@ def matmul_forward_gelu(out, out_gelu, inp, weight, bias, N, C, OC):
     gelu_forward(out_gelu, out, N * OC)
 
 
+def matmul_backward_input_gelu(dinp, dout, weight, pre_gelu, N, C, OC):
+    matmul_backward_input(dinp, dout, weight, N, C, OC)
+    gelu_backward(dinp, pre_gelu, dinp, N * C)
+
+
 def matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC, accumulate):
     g = f32(dout).reshape(N, OC)
     dw = (g.T @ f32(inp).reshape(N, C)).ravel()

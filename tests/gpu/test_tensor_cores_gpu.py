@@ -35,9 +35,9 @@ from cuda_harness import allow_cluster, launch_in_clusters
 pytestmark = pytest.mark.gpu
 
 SOURCES = Path(coppelius.__file__).resolve().parent / "kernels" / "cuda"
-TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_weight",
-              "attention_forward", "attention_backward")
-UNFUSED = ("gelu_forward",)  # what matmul_forward_gelu's epilogue fuses, launched to compare bits
+TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_input_gelu",
+              "matmul_backward_weight", "attention_forward", "attention_backward")
+UNFUSED = ("gelu_forward", "gelu_backward")  # what the matmuls' gelu epilogues fuse, launched to compare bits
 TOL_FP16 = 2e-3
 TOL_ATTN_BWD = 4e-3
 TOL_LSE_ABS = 1e-3
@@ -54,7 +54,7 @@ def _ck(result):
 
 
 class Gpu:
-    """One context, the six kernels (and gelu_forward) loaded, and a few helpers over the driver API."""
+    """One context, the seven kernels (and the two gelus) loaded, and a few helpers over the driver API."""
 
     def __init__(self, cubin: bytes | None = None, arch: str | None = None):
         """cubin: this card's (NVRTC for its arch, or COPPELIUS_TC_CUBIN); or another arch's PTX with that arch, whose
@@ -287,6 +287,8 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
         c_out = c_out.reshape(N, C)
     compare(f"bwd_input {tag}", res["dinp"].reshape(N, C)[r], g64[r] @ w64, TOL_FP16, c_out)
     _gelu_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w, "bias": p_b}, r, tag)
+    _gelu_backward_epilogue(g, rng, N, C, OC, {"dout": p_dout, "weight": p_w}, r, tag,
+                            (dout, weight) if full_check else None)
 
     for accumulate in (0, 1):
         res = run_twice(g, "matmul_backward_weight", {"dweight": p_dw, "dbias": p_db, "dout": p_dout,
@@ -324,6 +326,31 @@ def _gelu_epilogue(g, N, C, OC, p: dict, r, tag):
         assert fused[name].tobytes() == unfused[name].tobytes(), f"fwd_gelu {tag}: {name} differs from the unfused"
     pre = fused["out"].reshape(N, OC)[r].astype(np.float64)
     compare(f"fwd_gelu {tag}", fused["out_gelu"].reshape(N, OC)[r], ref.gelu_forward(pre), TOL_FP16)
+
+
+def _gelu_backward_epilogue(g, rng, N, C, OC, p: dict, r, tag, host_operands=None):
+    """matmul_backward_input_gelu gives the bits of the unfused launches it replaces (matmul_backward_input, then
+    gelu_backward on the GPU), and its values are the float64 gelu slope at pre_gelu times the rounded products
+    (host_operands: dout and weight, for the cpu device's figure beside it)."""
+    sc = {"N": N, "C": C, "OC": OC}
+    pre = h16(rng, N, C, scale=2.0)
+    p_pre, p_prod, p_want, p_dinp = g.put(pre), g.alloc(N * C * 2), g.alloc(N * C * 2), g.alloc(N * C * 2)
+    run_twice(g, "matmul_backward_input", {"dinp": p_prod, "dout": p["dout"], "weight": p["weight"], **sc},
+              {"dinp": (p_prod, np.float16, N * C)})
+    g.launch("gelu_backward", {"dinp": p_want, "inp": p_pre, "dout": p_prod, "N": N * C})
+    unfused = g.get(p_want, np.float16, N * C)
+    fused = run_twice(g, "matmul_backward_input_gelu", {"dinp": p_dinp, "dout": p["dout"], "weight": p["weight"],
+                                                        "pre_gelu": p_pre, **sc},
+                      {"dinp": (p_dinp, np.float16, N * C)})["dinp"]
+    assert fused.tobytes() == unfused.tobytes(), f"bwd_input_gelu {tag}: dinp differs from the unfused"
+    product = g.get(p_prod, np.float16, N * C).reshape(N, C)[r].astype(np.float64)
+    want = ref.gelu_backward(product, pre[r].astype(np.float64))
+    c_out = None
+    if host_operands is not None:
+        c_out = np.empty(N * C, np.float16)
+        cpu.matmul_backward_input_gelu(c_out, host_operands[0].ravel(), host_operands[1].ravel(), pre.ravel(), N, C, OC)
+        c_out = c_out.reshape(N, C)[r]
+    compare(f"bwd_input_gelu {tag}", fused.reshape(N, C)[r], want, TOL_FP16, c_out)
 
 
 @pytest.mark.parametrize("N,C,OC", MATMUL_SHAPES)

@@ -41,7 +41,7 @@ TOLERANCE = {
     "layernorm_backward": {"dinp": HALF_SUMS, "partials": FLOAT_SUMS},
     "layernorm_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "matmul_forward": {"out": HALF_SUMS}, "matmul_backward_input": {"dinp": HALF_SUMS},
-    "matmul_forward_gelu": {"out": HALF_SUMS, "out_gelu": HALF_SUMS},
+    "matmul_forward_gelu": {"out": HALF_SUMS, "out_gelu": HALF_SUMS}, "matmul_backward_input_gelu": {"dinp": HALF_SUMS},
     "matmul_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "attention_forward": {"out": HALF_SUMS, "lse": FLOAT_SUMS}, "attention_backward": {"dqkv": HALF_SUMS},
     "gelu_forward": {"out": HALF_SUMS}, "gelu_backward": {"dinp": HALF_SUMS},
@@ -112,6 +112,10 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
     if kernel == "matmul_backward_input":
         return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
                 "weight": _half(rng, out_width, width, scale=0.2)}, {"N": rows, "C": width, "OC": out_width}
+    if kernel == "matmul_backward_input_gelu":
+        return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
+                "weight": _half(rng, out_width, width, scale=0.2), "pre_gelu": _half(rng, rows, width, scale=3.0)}, \
+            {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_weight":
         return {"dweight": _half(rng, out_width, width), "dbias": np.zeros(out_width, np.float16),
                 "dout": _half(rng, rows, out_width), "inp": _half(rng, rows, width)}, \

@@ -1,5 +1,5 @@
-// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight, and the first with a
-// gelu in its epilogue (matmul_forward_gelu: MmEpilogue below).
+// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight, and the first two with
+// a gelu in their epilogues (matmul_forward_gelu, matmul_backward_input_gelu: MmEpilogue below).
 //
 // Parameters are the kernel catalog's (coppelius/formats/kernels.py), in its order; the launch
 // geometry is coppelius/formats/geometry.py's. fp16 in memory, fp32 accumulation on the
@@ -61,10 +61,11 @@ __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float 
     }
 }
 
-// What the epilogue does with the fp32 results (the catalog's matmuls): store them rounded (MM_PLAIN), or store them
-// and their gelu (computed from the rounded values, as gelu_forward would) to aux of out's shape [M][Nn]
-// (matmul_forward_gelu: aux = out_gelu).
-enum MmEpilogue { MM_PLAIN, MM_GELU };
+// What the epilogue does with the fp32 results (the catalog's matmuls): store them rounded (MM_PLAIN); store them and
+// their gelu (computed from the rounded values, as gelu_forward would) to aux of out's shape [M][Nn]
+// (matmul_forward_gelu: aux = out_gelu); or store the rounded values times gelu's slope at aux (as gelu_backward
+// would, with aux read: matmul_backward_input_gelu, aux = pre_gelu).
+enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD };
 
 template <int EPI>
 __device__ __forceinline__ bool mm_pairs_ok(const __half* out, const __half* aux, int Nn) {
@@ -72,16 +73,29 @@ __device__ __forceinline__ bool mm_pairs_ok(const __half* out, const __half* aux
     return (Nn & 1) == 0 && (bits & 3) == 0;
 }
 
-// The epilogue of two results at element `at` = [row][col] of the outputs, col + 1 < Nn or not.
+// aux's two values at element `at` = [row][col] (0 past Nn): gelu's inputs for MM_GELU_BACKWARD.
+__device__ __forceinline__ __half2 mm_aux_pair(const __half* aux, size_t at, int col, int Nn, bool pair_ok) {
+    if (pair_ok && col + 1 < Nn) return *reinterpret_cast<const __half2*>(aux + at);
+    const __half zero = __float2half_rn(0.f);
+    return __halves2half2(col < Nn ? aux[at] : zero, col + 1 < Nn ? aux[at + 1] : zero);
+}
+
+// The epilogue of two results at element `at` = [row][col] of the outputs, col + 1 < Nn or not; x: MM_GELU_BACKWARD's
+// aux pair there (mm_aux_pair), read ahead by the caller.
 template <int EPI>
 __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_t at, int col, int Nn, float v0,
-                                                 float v1, bool accumulate, bool pair_ok) {
+                                                 float v1, bool accumulate, bool pair_ok, __half2 x = {}) {
     if (EPI == MM_PLAIN) {
         mm_store_pair(out + at, col, Nn, v0, v1, accumulate, pair_ok);
         return;
     }
     v0 = __half2float(__float2half_rn(v0));
     v1 = __half2float(__float2half_rn(v1));
+    if (EPI == MM_GELU_BACKWARD) {
+        const float2 p = __half22float2(x);
+        mm_store_pair(out + at, col, Nn, v0 * cpl::gelu_local(p.x), v1 * cpl::gelu_local(p.y), false, pair_ok);
+        return;
+    }
     mm_store_pair(out + at, col, Nn, v0, v1, false, pair_ok);
     mm_store_pair(aux + at, col, Nn, cpl::gelu_value(v0), cpl::gelu_value(v1), false, pair_ok);
 }
@@ -153,6 +167,40 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
         const bool ok = gr < Rmax && gk < K;
         cp_async16(s + (!KMAJOR && ATOMS ? mn_atom<BK>(row, c) : swz<CH>(row, c)),
                    ok ? g + (KMAJOR ? (size_t)gr * ld + gk : (size_t)gk * ld + gr) : g, ok);
+    }
+}
+
+// mm_tile's MM_GELU_BACKWARD epilogue (no bias, no accumulate): the aux pairs of 8 fragments at a time loaded before
+// their stores (read one at a time between the stores, their latencies added up: tiny's fc projection took 11.4 us
+// against 6.0 plain, H200); the 64x64 tiles' 8 fragments a thread in one group, without spilling where the 128x128
+// tiles' 16 at once did. frag_row, frag_col: mm_tile's fragment origins.
+template <int F, typename FragRow, typename FragCol>
+__device__ __forceinline__ void mm_tile_store_gelu_backward(__half* out, const __half* aux, const float (&acc)[F][4],
+                                                            FragRow frag_row, FragCol frag_col, int m0, int n0, int M,
+                                                            int Nn, int lane, bool pair_ok) {
+    constexpr int GROUP = F < 8 ? F : 8;
+    static_assert(F % GROUP == 0, "whole groups of fragments");
+#pragma unroll
+    for (int f0 = 0; f0 < F; f0 += GROUP) {
+        __half2 x[GROUP][2];
+#pragma unroll
+        for (int j = 0; j < GROUP; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + frag_row(f0 + j) + (lane >> 2) + h * 8;
+                const int col = n0 + frag_col(f0 + j) + (lane & 3) * 2;
+                x[j][h] = row < M ? mm_aux_pair(aux, (size_t)row * Nn + col, col, Nn, pair_ok) : __half2{};
+            }
+#pragma unroll
+        for (int j = 0; j < GROUP; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + frag_row(f0 + j) + (lane >> 2) + h * 8;
+                const int col = n0 + frag_col(f0 + j) + (lane & 3) * 2;
+                if (row < M)
+                    mm_epilogue_pair<MM_GELU_BACKWARD>(out, nullptr, (size_t)row * Nn + col, col, Nn, acc[f0 + j][2 * h],
+                                                       acc[f0 + j][2 * h + 1], false, pair_ok, x[j][h]);
+            }
     }
 }
 
@@ -374,6 +422,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
 
     if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
 
+    if constexpr (EPI == MM_GELU_BACKWARD) {
+        mm_tile_store_gelu_backward<MI * NI>(out, aux, acc, frag_row, frag_col, m0, n0, M, Nn, lane, pair_ok);
+        return;
+    }
 #pragma unroll
     for (int f = 0; f < MI * NI; ++f) {
         const int col = n0 + frag_col(f) + (lane & 3) * 2;
@@ -451,6 +503,15 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
+}
+
+// matmul_backward_input, then dinp *= gelu'(pre_gelu) from dinp's fp16 values (gelu_backward's bits, in one pass)
+extern "C" __global__ void COPPELIUS_MM_BOUNDS
+    matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* pre_gelu, int N,
+                               int C, int OC) {
+    const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
+    coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(pre_gelu), dout, weight,
+                                                             nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).

@@ -17,7 +17,8 @@
 // mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
 // next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
 // results are rounded into shared staging rows that the TMA unit copies out (cp.async.bulk) under the next tile's
-// products (matmul_forward_gelu: the producer warpgroup's idle warps store the staged rows and their gelu instead).
+// products (matmul_forward_gelu, matmul_backward_input_gelu: the producer warpgroup's idle warps finish the staged
+// rows through their gelu instead).
 // mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
@@ -176,9 +177,11 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int r = row + e * 8, col = n0 + f * 8 + 2 * q;
-            if (r < M)
+            if (r < M)  // (an output of rows that are not 16 bytes: a slow path; aux read where it is used)
                 mm_epilogue_pair<EPI>(dst, aux, (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false,
-                                      pair_ok);
+                                      pair_ok,
+                                      EPI == MM_GELU_BACKWARD ? mm_aux_pair(aux, (size_t)r * ld + col, col, Nn, pair_ok)
+                                                              : __half2{});
         }
 }
 
@@ -310,7 +313,7 @@ __device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec) {
     }
 }
 
-// Named barriers between consumer c and the finishers (hop_finish_gelu): ids 4 + c (its tile is staged) and 6 + c
+// Named barriers between consumer c and the finishers (hop_finish_gelu*): ids 4 + c (its tile is staged) and 6 + c
 // (the finishers are done reading it), each of the consumer's 128 threads and the 96 finishers.
 constexpr int HOP_FINISHERS = 96;
 __device__ __forceinline__ void named_sync(int id) {
@@ -353,10 +356,65 @@ __device__ __forceinline__ void hop_finish_gelu(const __half* stg, __half* out, 
     }
 }
 
+// MM_GELU_BACKWARD finishes a staged tile as hop_finish_gelu does, the rows times gelu's slope at pre's rows to out,
+// pre read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_pre): read
+// a batch at a time after it, their latency left the consumers waiting (0.45 against 0.40 ms for the unfused pair at
+// gpt2's fc projection, H200, 2026-12-02; all of a finisher's 22 chunks ahead spilled, 16 ahead took 0.44).
+constexpr int HOP_FINISH_CHUNKS = 64 * 32;  // 16-byte chunks of a consumer's 64 x 256 rows
+constexpr int HOP_FINISH_PER = (HOP_FINISH_CHUNKS + HOP_FINISHERS - 1) / HOP_FINISHERS;  // a finisher's chunks
+constexpr int HOP_FINISH_AHEAD = 12;
+
+// Chunk k of this finisher: its element offset in [M][Nn], or -1 outside the matrix.
+__device__ __forceinline__ long long hop_finish_at(int k, int m0, int n0, int M, int Nn) {
+    const int i = (int)threadIdx.x - 32 + k * HOP_FINISHERS, r = i >> 5, ch = i & 31;
+    const bool ok = k < HOP_FINISH_PER && i < HOP_FINISH_CHUNKS && m0 + r < M && ch < min(256, Nn - n0) / 8;
+    return ok ? (long long)(m0 + r) * Nn + n0 + ch * 8 : -1;
+}
+
+// pre's chunk k of this finisher (zeros outside the matrix).
+__device__ __forceinline__ uint4 hop_finish_pre(const __half* pre, int k, int m0, int n0, int M, int Nn) {
+    const long long at = hop_finish_at(k, m0, n0, M, Nn);
+    return at >= 0 ? *reinterpret_cast<const uint4*>(pre + at) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// x: chunks 0 .. HOP_FINISH_AHEAD - 1 of pre (hop_finish_pre), loaded before the staging was waited for
+__device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __half* out, const __half* pre,
+                                                         uint4 (&x)[HOP_FINISH_AHEAD], int m0, int n0, int M, int Nn) {
+    constexpr int BATCH = 4;  // shared loads before their stores
+#pragma unroll
+    for (int k0 = 0; k0 < HOP_FINISH_PER; k0 += BATCH) {
+        uint4 v[BATCH];
+        long long at[BATCH];
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            const int i = (int)threadIdx.x - 32 + (k0 + b) * HOP_FINISHERS;
+            at[b] = hop_finish_at(k0 + b, m0, n0, M, Nn);
+            if (at[b] >= 0) v[b] = *reinterpret_cast<const uint4*>(stg + (i >> 5) * MM_HOP_OUT_LD + (i & 31) * 8);
+        }
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            const int k = k0 + b;
+            if (at[b] >= 0) {
+                unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
+                const unsigned* xw = reinterpret_cast<const unsigned*>(&x[k % HOP_FINISH_AHEAD]);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+                    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&xw[j]));
+                    w[j] = pack_half2(a.x * cpl::gelu_local(p.x), a.y * cpl::gelu_local(p.y));
+                }
+                *reinterpret_cast<uint4*>(out + at[b]) = v[b];
+            }
+            if (k + HOP_FINISH_AHEAD < HOP_FINISH_PER)
+                x[k % HOP_FINISH_AHEAD] = hop_finish_pre(pre, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
+        }
+    }
+}
+
 // out[M,Nn] = A B (+ bias[n]) through epilogue EPI with aux; operand layouts as mm_tile's (AK: A stored [M][K],
-// BK_MAJOR: B stored [Nn][K]). MM_GELU's epilogue (an exp and a reciprocal a value: in the consumers it cost about
-// as much as the products at K = 768, docs/notes/gpu-speed.md, seventh session) is finished by hop_finish_gelu's
-// warps under the next tile's products.
+// BK_MAJOR: B stored [Nn][K]). The gelu epilogues (an exp and a reciprocal a value: in the consumers MM_GELU's cost
+// about as much as the products at K = 768, docs/notes/gpu-speed.md, seventh session) are finished by the
+// hop_finish_gelu* warps under the next tile's products.
 template <bool AK, bool BK_MAJOR, int EPI>
 __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __restrict__ aux,
                                           const __half* __restrict__ A, const __half* __restrict__ B,
@@ -382,8 +440,18 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                 int tm, tn;
                 mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
                 for (int c = 0; c < 2; ++c) {
-                    named_sync(4 + c);
-                    hop_finish_gelu(m.staging + c * 64 * MM_HOP_OUT_LD, out, aux, tm * BM + c * 64, tn * BN, M, Nn);
+                    const __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
+                    const int m0 = tm * BM + c * 64, n0 = tn * BN;
+                    if constexpr (EPI == MM_GELU_BACKWARD) {
+                        uint4 x[HOP_FINISH_AHEAD];
+#pragma unroll
+                        for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_pre(aux, k, m0, n0, M, Nn);
+                        named_sync(4 + c);
+                        hop_finish_gelu_backward(stg, out, aux, x, m0, n0, M, Nn);
+                    } else {
+                        named_sync(4 + c);
+                        hop_finish_gelu(stg, out, aux, m0, n0, M, Nn);
+                    }
                     if (s + 1 < slots) named_arrive(6 + c);
                 }
             }

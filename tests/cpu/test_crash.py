@@ -22,7 +22,9 @@ STEPS, INTERVAL = 12, 3
 KILL_POINTS = [
     "read:1", "read:4", "submit:2", "submit:9",                       # loading the checkpoint
     "launch:3", "launch:40",                                          # initialize / first forward
-    "launch:120", "launch:400", "launch:777", "launch:850",          # inside update submissions
+    # inside submissions: step 2's update, the second validation, the last update, the last validation (53 launches
+    # an update, 20 a forward)
+    "launch:120", "launch:400", "launch:755", "launch:826",
     "adamw-scalars:1", "adamw-scalars:8", "record-stat:4", "cursor-advance:6", "read-at-cursor:11",
     "validation-begin:2", "cursor-wrap:9",                            # scoring the validation stream
     "checkpoint-begin:1", "write:1", "write:5", "checkpoint-begin:3",  # publication, before the rename

@@ -134,7 +134,7 @@ class Step:
             # dbt4c: the gradient of fch[l] (the gelu's backward in the product's epilogue, or after it in place)
             fcproj = {"dinp": self.at("dbt4c"), "dout": self.at("dresidual"), "weight": w("fcprojw", l), "N": N,
                       "C": 4 * C, "OC": C}
-            if fuses_gelu_backward({"N": N, "C": 4 * C, "OC": C}, p.arch):
+            if fuses_gelu_backward(fcproj, p.arch):
                 p.launch("matmul_backward_input_gelu", **fcproj, pre_gelu=self.act("fch", l))
             else:
                 p.launch("matmul_backward_input", **fcproj)

@@ -91,12 +91,15 @@ def options(arch: str) -> list[str]:
     return [f"--gpu-architecture={ARCH_FEATURES.get(arch, arch)}", *OPTIONS]
 
 
+def _read_sources(sources: Path) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+    """kernels.cu and its .cuh headers (name, bytes) under `sources`, in name order."""
+    return (sources / MAIN).read_bytes(), tuple((h.name, h.read_bytes()) for h in sorted(sources.glob("*.cuh")))
+
+
 def compile_cubin(arch: str, sources: Path = SOURCES, cached: bool = True) -> tuple[bytes, str]:
     """kernels.cu and its .cuh headers under `sources`, compiled for arch: (cubin, NVRTC version).
     A compilation of the same source bytes for the same arch is done once per process."""
-    main = (sources / MAIN).read_bytes()
-    headers = tuple((h.name, h.read_bytes()) for h in sorted(sources.glob("*.cuh")))
-    return (_compile_once if cached else _compile)(arch, main, headers)
+    return (_compile_once if cached else _compile)(arch, *_read_sources(sources))
 
 
 def _compile(arch: str, main: bytes, headers: tuple[tuple[str, bytes], ...], extra: tuple[str, ...] = (),
@@ -129,16 +132,14 @@ def compile_ptx(arch: str, sources: Path = SOURCES) -> bytes:
     own code paths (rtx3090's mma.sync attention at head size 64) on the H200."""
     if not re.fullmatch(r"sm_\d+", arch):
         raise CoppeliusError(f"NVRTC: PTX is compiled for a plain arch like sm_86, not {arch!r}")
-    headers = tuple((h.name, h.read_bytes()) for h in sorted(sources.glob("*.cuh")))
-    return _compile(arch, (sources / MAIN).read_bytes(), headers, ptx=True)[0]
+    return _compile(arch, *_read_sources(sources), ptx=True)[0]
 
 
 def ptxas_report(arch: str, sources: Path = SOURCES) -> str:
     """ptxas's own report of the compilation for arch (-Xptxas -v): each kernel's registers, spills and
     warnings, such as C7514 (wgmma serialized). The cubin it makes is not the realized one."""
     log: list[str] = []
-    headers = tuple((h.name, h.read_bytes()) for h in sorted(sources.glob("*.cuh")))
-    _compile(arch, (sources / MAIN).read_bytes(), headers, ("-Xptxas", "-v"), log)
+    _compile(arch, *_read_sources(sources), ("-Xptxas", "-v"), log)
     return log[0]
 
 

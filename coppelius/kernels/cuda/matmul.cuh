@@ -183,24 +183,23 @@ __device__ __forceinline__ void mm_tile_store_gelu_backward(__half* out, const _
 #pragma unroll
     for (int f0 = 0; f0 < F; f0 += GROUP) {
         __half2 x[GROUP][2];
+        auto row_of = [&](int j, int h) { return m0 + frag_row(f0 + j) + (lane >> 2) + h * 8; };
+        auto col_of = [&](int j) { return n0 + frag_col(f0 + j) + (lane & 3) * 2; };
 #pragma unroll
         for (int j = 0; j < GROUP; ++j)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = m0 + frag_row(f0 + j) + (lane >> 2) + h * 8;
-                const int col = n0 + frag_col(f0 + j) + (lane & 3) * 2;
-                x[j][h] = row < M ? mm_aux_pair(aux, (size_t)row * Nn + col, col, Nn, pair_ok) : __half2{};
-            }
+            for (int h = 0; h < 2; ++h)
+                x[j][h] = row_of(j, h) < M ? mm_aux_pair(aux, (size_t)row_of(j, h) * Nn + col_of(j), col_of(j), Nn,
+                                                         pair_ok)
+                                           : __half2{};
 #pragma unroll
         for (int j = 0; j < GROUP; ++j)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = m0 + frag_row(f0 + j) + (lane >> 2) + h * 8;
-                const int col = n0 + frag_col(f0 + j) + (lane & 3) * 2;
-                if (row < M)
-                    mm_epilogue_pair<MM_GELU_BACKWARD>(out, nullptr, (size_t)row * Nn + col, col, Nn, acc[f0 + j][2 * h],
-                                                       acc[f0 + j][2 * h + 1], false, pair_ok, x[j][h]);
-            }
+            for (int h = 0; h < 2; ++h)
+                if (row_of(j, h) < M)
+                    mm_epilogue_pair<MM_GELU_BACKWARD>(out, nullptr, (size_t)row_of(j, h) * Nn + col_of(j), col_of(j),
+                                                       Nn, acc[f0 + j][2 * h], acc[f0 + j][2 * h + 1], false, pair_ok,
+                                                       x[j][h]);
     }
 }
 

@@ -32,10 +32,13 @@ def test_every_catalog_kernel_is_in_the_cubin_with_the_catalogs_parameters(cubin
         assert info[name]["registers"] > 0, name
         assert info[name]["shared_bytes"] <= 48 * 1024, name
         wide = arch in geometry.WIDE_TILE_ARCHS and name.startswith("matmul_")
+        # layernorm_backward is capped at 80 registers (__maxnreg__, which excludes launch bounds): no maximum
+        # recorded, and its widest block (LAYERNORM_MAX_THREADS) fits any card's register file
         threads = (geometry.HOPPER_THREADS,) if wide else {
-            "encoder_sort": (geometry.ENCODER_SORT_THREADS,), "layernorm_backward": (geometry.LAYERNORM_MAX_THREADS,),
+            "encoder_sort": (geometry.ENCODER_SORT_THREADS,), "layernorm_backward": (0,),
             "layernorm_backward_weight": (geometry.LAYERNORM_WEIGHT_THREADS,)}.get(name, (0, 128, 256))
         assert info[name]["max_threads"] in threads, name
+    assert info["layernorm_backward"]["registers"] * geometry.LAYERNORM_MAX_THREADS <= 64 * 1024
     print(arch, f"{len(cubin)} bytes", {n: info[n]["registers"] for n in sorted(info)})
 
 

@@ -10,7 +10,7 @@ constexpr int ROWS = WARPS;              // rows per forward block: a warp each
 constexpr int BLOCK_ROWS = 4;            // rows a backward block aims for: one batch, where N allows
 constexpr int MAX_BLOCKS = 1024;         // backward blocks at most: the partials' rows
 constexpr int MAX_THREADS = 512;         // a backward block: a thread per 8 channels, so C <= 4096
-constexpr int BATCH = 4;                 // rows a backward thread has in flight
+constexpr int BATCH = 2;                 // rows a backward thread has in flight (layernorm_backward's registers)
 constexpr int WEIGHT_THREADS = 1024;     // a layernorm_backward_weight block: 32 columns x 32 row groups
 
 // Blocks of a backward launch, and so rows of its partials (formats/geometry.py: layernorm_backward_blocks).
@@ -106,7 +106,11 @@ extern "C" __global__ void __launch_bounds__(256)
 // dout and inp are read once. A row's two sums over C (of dnorm = dout w and of dnorm norm) are combined as
 // everywhere here: a thread's 8 in order, the warp's butterfly, then the warps in order through shared memory
 // (double-buffered by batch, so one barrier a batch). BATCH rows are loaded before the first is used.
-extern "C" __global__ void __launch_bounds__(cpl::ln::MAX_THREADS)
+//
+// At most 80 registers (BATCH 2, no spills): eight 96-thread blocks an SM hold gpt2's 1024 in one wave, where 4 rows in
+// flight took 118 registers, five blocks an SM and 1.55 waves (71.5 against 63.6 us at N 32768, C 768; small's shape
+// 25.0 against 24.7; the same bits; H200, 2026-12-02). Its blocks have at most ln::MAX_THREADS threads.
+extern "C" __global__ void __maxnreg__(80)
     layernorm_backward(__half* dinp, float* partials, const __half* dout, const __half* inp, const __half* weight,
                        const float* mean, const float* rstd, int N, int C) {
     using namespace cpl;

@@ -11,7 +11,7 @@
 
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
 """
-from ..formats.geometry import cluster_size, geometry
+from ..formats.geometry import cluster_size, geometry, programmatic
 from ..formats.kernels import KERNELS, SCALAR_KINDS
 from ..formats.tables import DTYPE_BYTES
 from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
@@ -85,7 +85,21 @@ def check_geometry(plan, realization, realized, profile):
         if max(1, c["cluster"]) != cluster:
             raise Refusal(f"launch {i} ({c['kernel']}): launched in clusters of {c['cluster']} blocks; for {scalars} "
                           f"the kernel reads its split of K from clusters of {cluster}")
-    return f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars"
+    arch, edges = plan["target"]["arch"], 0
+    for e in r.ring:  # a programmatic launch's kernel waits for the launch before it (launch.cuh), never for a copy
+        previous = None
+        for j in range(int(e["offset"]), int(e["offset"] + e["length"])):
+            c = r.command(j)
+            if c["op"] == "launch":
+                want = programmatic(arch, previous == "launch")
+                if c["programmatic"] != want:
+                    raise Refusal(f"command {j} (launch {c['kernel']}): programmatic {c['programmatic']}; on {arch}, "
+                                  f"after {previous or 'nothing'} in its piece, a launch is "
+                                  f"{'programmatic' if want else 'not programmatic'}")
+                edges += want
+            previous = c["op"]
+    return (f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars; {edges} of "
+            f"them start programmatically, each right after a launch, on {arch}")
 
 
 # ---------------------------------------------------------------------------- learner-coverage

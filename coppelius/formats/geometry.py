@@ -81,6 +81,7 @@ ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
+PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
 
 TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_input_gelu",
                "matmul_backward_weight", "attention_forward", "attention_backward")
@@ -225,6 +226,13 @@ def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
     """Blocks of each thread-block cluster a launch is made in (the launch table's cluster field; 1: none): a split
     weight gradient's S, one cluster a tile (1 where the arch has no clusters)."""
     return weight_gradient_tiles(scalars, arch)[2] if kernel == "matmul_backward_weight" else 1
+
+
+def programmatic(arch: str, after_launch: bool) -> bool:
+    """Whether a launch may start while the launch before it in its piece finishes (a programmatic edge of the piece's
+    graph; the kernel waits for its predecessor in launch.cuh's prologue): on the archs that have it, for every launch
+    that follows a launch. After a copy or a memset, or first in its piece, a launch waits as usual."""
+    return after_launch and arch in PROGRAMMATIC_ARCHS
 
 
 def fuses_gelu_backward(scalars: dict, arch: str = "any") -> bool:

@@ -7,7 +7,7 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..formats.geometry import cluster_size, fuses_gelu_backward, geometry
+from ..formats.geometry import cluster_size, fuses_gelu_backward, geometry, programmatic
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, nearest_f32
 
@@ -24,8 +24,10 @@ class Piece:
             raise ValueError(f"{kernel}: arguments {sorted(set(names) ^ set(args))} differ from the catalog's")
         scalars = {n: v for n, v in args.items() if isinstance(v, int)}
         grid, block, shared = geometry(kernel, scalars, self.arch)
+        after_launch = bool(self.commands) and self.commands[-1]["op"] == "launch"
         self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": shared,
-                              "cluster": cluster_size(kernel, scalars, self.arch), "args": [args[n] for n in names]})
+                              "cluster": cluster_size(kernel, scalars, self.arch), "args": [args[n] for n in names],
+                              "programmatic": programmatic(self.arch, after_launch)})
 
     def memset(self, ref: dict, nbytes: int):
         self.commands.append({"op": "memset", "dst": ref, "bytes": nbytes, "value": 0})

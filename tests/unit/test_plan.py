@@ -88,3 +88,22 @@ def test_gelu_backward_rides_the_fc_projections_epilogue_only_on_small_products(
             args = dict(zip((n for n, _ in KERNELS["gelu_backward"]), c["args"]))
             assert args["dinp"] == args["dout"] and args["dinp"]["plane"] == "dbt4c"
     assert "dbt4c_gelu" not in {p["name"] for p in plan["arena"]["planes"]}
+
+
+@pytest.mark.parametrize("target, model, batch", CASES)
+def test_launches_after_launches_are_programmatic_on_the_archs_that_have_it(target, model, batch):
+    """On sm_90 and sm_121 every launch right after a launch in its piece starts programmatically (its kernel waits
+    for the predecessor in launch.cuh's prologue); one after a copy or a memset, or first in its piece, waits as
+    usual; elsewhere (cpu, sm_86) no launch is programmatic."""
+    plan = plan_for(target, model, batch)
+    on = plan["target"]["arch"] in ("sm_90", "sm_121")
+    programmatic = after_other = 0
+    for piece in plan["pieces"]:
+        previous = None
+        for c in piece["commands"]:
+            if c["op"] == "launch":
+                assert c["programmatic"] == (on and previous == "launch"), (piece["name"], c["kernel"], previous)
+                programmatic += c["programmatic"]
+                after_other += previous not in (None, "launch")
+            previous = c["op"]
+    assert (programmatic > 0) == on and after_other > 0

@@ -12,8 +12,8 @@
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
 """
 from ..formats.geometry import cluster_size, geometry, programmatic
-from ..formats.kernels import KERNELS, SCALAR_KINDS
-from ..formats.tables import DTYPE_BYTES
+from ..formats.kernels import KERNEL_NAMES, KERNELS, SCALAR_KINDS
+from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES, OP_NAMES
 from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
 
 WEIGHT_PLANES = ("params", "m", "v", "weights")  # what AdamW updates; the gradients are read
@@ -88,16 +88,18 @@ def check_geometry(plan, realization, realized, profile):
     arch, edges = plan["target"]["arch"], 0
     for e in r.ring:  # a programmatic launch's kernel waits for the launch before it (launch.cuh), never for a copy
         previous = None
-        for j in range(int(e["offset"]), int(e["offset"] + e["length"])):
-            c = r.command(j)
-            if c["op"] == "launch":
-                want = programmatic(arch, previous == "launch")
-                if c["programmatic"] != want:
-                    raise Refusal(f"command {j} (launch {c['kernel']}): programmatic {c['programmatic']}; on {arch}, "
+        for j in range(int(e["offset"]), int(e["offset"] + e["length"])):  # the rows: the launches decoded above
+            row = r.commands[j]
+            op = OP_NAMES.get(int(row["op"]))
+            if op == "launch":
+                want, got = programmatic(arch, previous == "launch"), bool(int(row["flags"]) & COMMAND_PROGRAMMATIC)
+                if got != want:
+                    kernel = KERNEL_NAMES[int(r.launches[int(row["a"])]["kernel"])]
+                    raise Refusal(f"command {j} (launch {kernel}): programmatic {got}; on {arch}, "
                                   f"after {previous or 'nothing'} in its piece, a launch is "
                                   f"{'programmatic' if want else 'not programmatic'}")
                 edges += want
-            previous = c["op"]
+            previous = op
     return (f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars; {edges} of "
             f"them start programmatically, each right after a launch, on {arch}")
 

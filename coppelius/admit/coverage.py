@@ -11,7 +11,7 @@
 
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
 """
-from ..formats.geometry import cluster_size, geometry, programmatic
+from ..formats.geometry import PROGRAMMATIC_BLOCKS_PER_SM, cluster_size, geometry, programmatic
 from ..formats.kernels import KERNEL_NAMES, KERNELS, SCALAR_KINDS
 from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES, OP_NAMES
 from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
@@ -85,23 +85,27 @@ def check_geometry(plan, realization, realized, profile):
         if max(1, c["cluster"]) != cluster:
             raise Refusal(f"launch {i} ({c['kernel']}): launched in clusters of {c['cluster']} blocks; for {scalars} "
                           f"the kernel reads its split of K from clusters of {cluster}")
-    arch, edges = plan["target"]["arch"], 0
+    arch, sm_count, edges = plan["target"]["arch"], plan["target"]["sm_count"], 0
     for e in r.ring:  # a programmatic launch's kernel waits for the launch before it (launch.cuh), never for a copy
-        previous = None
+        before = None  # the grid of the launch right before, if the row before is one
         for j in range(int(e["offset"]), int(e["offset"] + e["length"])):  # the rows: the launches decoded above
             row = r.commands[j]
-            op = OP_NAMES.get(int(row["op"]))
-            if op == "launch":
-                want, got = programmatic(arch, previous == "launch"), bool(int(row["flags"]) & COMMAND_PROGRAMMATIC)
-                if got != want:
-                    kernel = KERNEL_NAMES[int(r.launches[int(row["a"])]["kernel"])]
-                    raise Refusal(f"command {j} (launch {kernel}): programmatic {got}; on {arch}, "
-                                  f"after {previous or 'nothing'} in its piece, a launch is "
-                                  f"{'programmatic' if want else 'not programmatic'}")
-                edges += want
-            previous = op
+            if OP_NAMES.get(int(row["op"])) != "launch":
+                before = None
+                continue
+            launch = r.launches[int(row["a"])]
+            grid = [int(g) for g in launch["grid"]]
+            want, got = programmatic(arch, sm_count, before, grid), bool(int(row["flags"]) & COMMAND_PROGRAMMATIC)
+            if got != want:
+                raise Refusal(f"command {j} (launch {KERNEL_NAMES[int(launch['kernel'])]}, grid {grid}): programmatic "
+                              f"{got}; on {arch} with {sm_count} SMs, after "
+                              f"{f'a launch of grid {before}' if before else 'no launch'} in its piece, it is "
+                              f"{'programmatic' if want else 'not programmatic'}")
+            edges += want
+            before = grid
     return (f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars; {edges} of "
-            f"them start programmatically, each right after a launch, on {arch}")
+            f"them start programmatically, each right after a launch, both grids at most {PROGRAMMATIC_BLOCKS_PER_SM} "
+            f"blocks an SM, on {arch}")
 
 
 # ---------------------------------------------------------------------------- learner-coverage

@@ -76,11 +76,11 @@ def import_weights(config_path: str, source: str, out: str) -> str:
 
 
 def plan(config_path: str, out: str) -> str:
-    from .plan.build import build_plan, encode_plan
+    from .plan.build import PLAN_TARGET_KEYS, build_plan, encode_plan
     config = read_resolved(config_path)
     subset = {k: v for k, v in resolved_dict(config).items()
               if k not in ("corpus", "tokens", "seed", "target", "init_from")}
-    target = {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")}
+    target = {k: config.target[k] for k in PLAN_TARGET_KEYS}
     return cas.run_stage(
         "plan", code=code("plan"), config=subset | {"target": target}, inputs={}, target=config.target["name"],
         outputs={"plan": out}, manifest=manifest_path(config_path, "plan"),

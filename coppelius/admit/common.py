@@ -13,6 +13,7 @@ from ..formats.program import OPERATIONS, check_program, walk
 from ..model import DIMENSIONS, Model
 
 OP_NAMES = tables.OP_NAMES
+COMMAND_PROGRAMMATIC = tables.COMMAND_PROGRAMMATIC
 # generate repeats its body once per new token, a number the run is given: admission traces two,
 # the least that shows one token's steps following another's (every later one repeats the second)
 TRACED_NEW_TOKENS = 2
@@ -323,8 +324,12 @@ class Realized:
             int(row["bytes"])
         if op is None:
             raise Refusal(f"{what}: op code {int(row['op'])} is not one of {sorted(OP_NAMES)}")
+        flags = int(row["flags"])
+        if flags & ~COMMAND_PROGRAMMATIC or (flags and op != "launch"):
+            raise Refusal(f"{what} ({op}): flags {flags:#x}; only a launch may carry a flag, and only "
+                          f"{COMMAND_PROGRAMMATIC:#x} (programmatic)")
         if op == "launch":
-            return self.launch(int(row["a"]))
+            return self.launch(int(row["a"])) | {"programmatic": bool(flags)}
         if op == "memset":
             return {"op": op, "dst": self.device_ref(dst, do, what), "bytes": n, "value": int(row["value"])}
         if op == "h2d":

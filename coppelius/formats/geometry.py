@@ -81,6 +81,8 @@ ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
+PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
+PROGRAMMATIC_BLOCKS_PER_SM = 4  # the most blocks an SM of either launch of a programmatic edge (measured, programmatic)
 
 TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_input_gelu",
                "matmul_backward_weight", "attention_forward", "attention_backward")
@@ -225,6 +227,20 @@ def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
     """Blocks of each thread-block cluster a launch is made in (the launch table's cluster field; 1: none): a split
     weight gradient's S, one cluster a tile (1 where the arch has no clusters)."""
     return weight_gradient_tiles(scalars, arch)[2] if kernel == "matmul_backward_weight" else 1
+
+
+def programmatic(arch: str, sm_count: int, before: list[int] | None, grid: list[int]) -> bool:
+    """Whether a launch of `grid` may start while the launch of grid `before` right before it in its piece finishes
+    (a programmatic edge of the piece's graph: the kernel waits for its predecessor in launch.cuh's prologue). Only
+    on the archs that have it, after a launch (never a copy or memset), and only where both grids have at most
+    PROGRAMMATIC_BLOCKS_PER_SM blocks an SM: the dependent's blocks then take the SMs its predecessor's tail leaves
+    idle, but a larger grid's early residents crowd the predecessor's last wave. Measured on the H200 (the update
+    piece's graph, docs/notes/gpu-speed.md "Fourteenth session"): every edge, tiny 0.248 -> 0.232 ms and small
+    5.02 -> 5.10; these edges, tiny 0.232 and small 5.01."""
+    if before is None or arch not in PROGRAMMATIC_ARCHS:
+        return False
+    limit = PROGRAMMATIC_BLOCKS_PER_SM * sm_count
+    return before[0] * before[1] * before[2] <= limit and grid[0] * grid[1] * grid[2] <= limit
 
 
 def fuses_gelu_backward(scalars: dict, arch: str = "any") -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 from .. import canonical
 from ..errors import CoppeliusError
 
-VERSION = 2  # 2: the launch record's cluster field
+VERSION = 3  # 2: the launch record's cluster field; 3: the command record's flags
 
 LAUNCH = np.dtype([("kernel", "<u4"), ("grid", "<u4", 3), ("block", "<u4", 3), ("shared", "<u4"),
                    ("param_offset", "<u4"), ("param_bytes", "<u4"), ("reloc_start", "<u4"), ("reloc_count", "<u4"),
@@ -19,8 +19,10 @@ LAUNCH = np.dtype([("kernel", "<u4"), ("grid", "<u4", 3), ("block", "<u4", 3), (
 RELOCATION = np.dtype([("param_offset", "<u4"), ("plane", "<u4"), ("plane_offset", "<u8")])
 # op: 0 launch (a = launch index), 1 memset, 2 host->device, 3 device->host, 4 device->device.
 # src/dst are plane indices for device sides, host buffer indices for host sides.
+# flags: COMMAND_PROGRAMMATIC on a launch that may start while the launch before it finishes (formats/geometry.py).
 COMMAND = np.dtype([("op", "<u4"), ("a", "<u4"), ("src", "<u4"), ("dst", "<u4"),
-                    ("src_offset", "<u8"), ("dst_offset", "<u8"), ("bytes", "<u8"), ("value", "<u4"), ("pad", "<u4")])
+                    ("src_offset", "<u8"), ("dst_offset", "<u8"), ("bytes", "<u8"), ("value", "<u4"), ("flags", "<u4")])
+COMMAND_PROGRAMMATIC = 1
 RING = np.dtype([("piece", "<u4"), ("offset", "<u4"), ("length", "<u4")])
 STEP_WORD = np.dtype([("launch", "<u4"), ("step_size_offset", "<u4"), ("eps_offset", "<u4"),
                       ("step_size", "<u4"), ("eps", "<u4")])

@@ -70,10 +70,18 @@ typedef union {
     char pad[64];
 } CUlaunchAttributeValue;
 
+// CUgraphEdgeData: a programmatic edge (type 1) leaves its kernel node's programmatic port (1), so the dependent
+// kernel may start once every block of this one has called griddepcontrol.launch_dependents (launch.cuh).
+typedef struct {
+    unsigned char from_port, to_port, type, reserved[5];
+} CUgraphEdgeData;
+enum { CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC = 1, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 1 };
+
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == 56, "CUDA_KERNEL_NODE_PARAMS");
 _Static_assert(sizeof(CUlaunchAttributeValue) == 64, "CUlaunchAttributeValue");
 _Static_assert(sizeof(CUDA_MEMSET_NODE_PARAMS) == 40, "CUDA_MEMSET_NODE_PARAMS");
 _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D");
+_Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData");
 
 // Every entry point, with the exported symbol it is resolved from.
 #define CUDA_ENTRY_POINTS(X)                                                                                  \
@@ -110,6 +118,8 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D");
                    CUcontext))                                                                                \
     X(cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode",                                                           \
       CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_MEMCPY3D*, CUcontext))       \
+    X(cuGraphAddDependencies, "cuGraphAddDependencies_v2",                                                    \
+      CUresult (*)(CUgraph, const CUgraphNode*, const CUgraphNode*, const CUgraphEdgeData*, size_t))          \
     X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)) \
     X(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))                                    \
     X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams",                                       \

@@ -135,10 +135,19 @@ static int add_command(cuda_device* d, CUgraph graph, CUgraphNode* previous, con
         CUDA_KERNEL_NODE_PARAMS p = kernel_params(d, c->a);
         snprintf(what, sizeof what, "cuGraphAddKernelNode for launch %u (%s)", c->a,
                  CATALOG[((launch_record*)table_record(&d->l.t.launches, c->a))->kernel].name);
+        // a programmatic launch (after a launch: device_tables.c) hangs from its predecessor's programmatic port
+        int programmatic = (c->flags & COMMAND_PROGRAMMATIC) != 0;
         CUgraphNode node;
-        if (CHECK(d->driver.cuGraphAddKernelNode(&node, graph, *previous ? previous : NULL, *previous ? 1 : 0, &p),
+        if (CHECK(d->driver.cuGraphAddKernelNode(&node, graph, *previous && !programmatic ? previous : NULL,
+                                                 *previous && !programmatic ? 1 : 0, &p),
                   what) != 0)
             return -1;
+        if (programmatic) {
+            CUgraphEdgeData edge = {CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+                                    {0}};
+            snprintf(what, sizeof what, "cuGraphAddDependencies (programmatic, launch %u)", c->a);
+            if (CHECK(d->driver.cuGraphAddDependencies(graph, previous, &node, &edge, 1), what) != 0) return -1;
+        }
         *previous = node;
         const launch_record* l = table_record(&d->l.t.launches, c->a);
         if (l->cluster > 1) {  // the kernel reads its split of K from its cluster's size (formats/geometry.py)

@@ -112,12 +112,22 @@ static int check_commands(loaded_tables* lt, const char* where, failure* f) {
             return fail(f,
                         "%s: command %u (op %u, src %u, dst %u, %llu bytes) is outside its planes or buffers; " REBUILD,
                         where, i, c->op, c->src, c->dst, (unsigned long long)c->bytes);
+        if ((c->flags & ~(uint32_t)COMMAND_PROGRAMMATIC) || (c->flags && c->op != OP_LAUNCH))
+            return fail(f, "%s: command %u (op %u) has flags 0x%x; only a launch may be programmatic (0x1); " REBUILD,
+                        where, i, c->op, c->flags);
     }
     for (uint32_t i = 0; i < lt->t.ring.count; i++) {
         ring_record* r = table_record(&lt->t.ring, i);
         if (!inside(r->offset, r->length, lt->t.commands.count))
             return fail(f, "%s: ring entry %u (commands %u, +%u) is outside the command stream; " REBUILD, where, i,
                         r->offset, r->length);
+        for (uint32_t j = r->offset; j < r->offset + r->length; j++) {  // the kernel waits for a launch, not a copy
+            const command_record* c = table_record(&lt->t.commands, j);
+            const command_record* before = j > r->offset ? table_record(&lt->t.commands, j - 1) : NULL;
+            if (c->flags && !(before && before->op == OP_LAUNCH))
+                return fail(f, "%s: command %u is a programmatic launch, but %s in ring entry %u; " REBUILD, where, j,
+                            before ? "after a copy or memset" : "first", i);
+        }
     }
     for (uint32_t i = 0; i < lt->t.step_words.count; i++) {
         step_word_record* w = table_record(&lt->t.step_words, i);

@@ -19,20 +19,21 @@ typedef struct {
 int table_read(const uint8_t* data, uint64_t bytes, const char magic[8], uint32_t record_bytes, const char* where,
                table* out, failure* f);
 
-enum { TABLE_VERSION = 2, MAX_CLUSTER = 16 };  // clusters above 8 blocks: the non-portable sizes of sm_90
+enum { TABLE_VERSION = 3, MAX_CLUSTER = 16 };  // clusters above 8 blocks: the non-portable sizes of sm_90
 
 // The record layouts (packed, little-endian hosts only: x86-64 and AArch64).
 typedef struct {
     uint32_t kernel, grid[3], block[3], shared, param_offset, param_bytes, reloc_start, reloc_count, cluster;
 } launch_record;                                                                 // COPLNCH\0, 52 bytes
 typedef struct { uint32_t param_offset, plane; uint64_t plane_offset; } relocation_record;  // COPRELO\0, 16
-typedef struct { uint32_t op, a, src, dst; uint64_t src_offset, dst_offset, bytes; uint32_t value, pad; }
+typedef struct { uint32_t op, a, src, dst; uint64_t src_offset, dst_offset, bytes; uint32_t value, flags; }
     command_record;                                                              // COPCMDS\0, 48 bytes
 typedef struct { uint32_t piece, offset, length; } ring_record;                  // COPRING\0, 12 bytes
 typedef struct { uint32_t launch, step_size_offset, eps_offset, step_size, eps; } step_word_record;  // COPSTEP\0, 20
 typedef struct { uint64_t offset, bytes; uint32_t dtype, lifetime; } plane_record;        // COPPLAN\0, 24 bytes
 typedef struct { uint64_t offset, bytes; } buffer_record;                        // COPBUFS\0, 16 bytes
 enum { OP_LAUNCH, OP_MEMSET, OP_H2D, OP_D2H, OP_D2D };                            // command ops
+enum { COMMAND_PROGRAMMATIC = 1 };  // a command's flags: a launch that may start as the launch before it finishes
 
 _Static_assert(sizeof(launch_record) == 52, "COPLNCH record");
 _Static_assert(sizeof(relocation_record) == 16, "COPRELO record");

@@ -22,6 +22,10 @@ FORMAT = "coppelius-plan"
 VERSION = 1
 
 
+# what of the target profile a plan depends on: the plan stage's action key holds the same
+PLAN_TARGET_KEYS = ("name", "arch", "sm_count", "alignment", "memory_kinds")
+
+
 def parameter_tensors(model) -> dict:
     """Each parameter tensor, in llm.c's order: its shape, element count, weight decay, its element offset
     in the checkpoint's parts (payload_offset: llm.c's order) and in the weight planes (offset). The
@@ -126,14 +130,14 @@ def build_plan(config: Config) -> dict:
         piece.h2d("context", 0, step.at("tokens"), 4 * n)
         piece.h2d("context", 4, step.at("targets"), 4 * n)
 
-    arch = config.target["arch"]
-    forward = Piece("forward", arch)
+    arch, sm_count = config.target["arch"], config.target["sm_count"]
+    forward = Piece("forward", arch, sm_count)
     take_context(forward)
     forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
     step.forward(forward, with_predictions=True)
     pieces.append(forward)
 
-    update = Piece("update", arch)
+    update = Piece("update", arch, sm_count)
     take_context(update)
     update.memset(step.at("flag"), 4)
     step.forward(update, with_predictions=False)
@@ -167,7 +171,7 @@ def build_plan(config: Config) -> dict:
     learner_dict = canonical.json.loads(canonical.encode(learner.as_dict()))
     return {
         "format": FORMAT, "version": VERSION,
-        "target": {k: config.target[k] for k in ("name", "arch", "alignment", "memory_kinds")},
+        "target": {k: config.target[k] for k in PLAN_TARGET_KEYS},
         "model": model.as_dict() | {"parameters": model.parameter_count, "flops_per_token": model.flops_per_token()},
         "learner": learner_dict,
         "run": run.as_dict() | {"tokens_per_step": n},

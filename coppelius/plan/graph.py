@@ -7,7 +7,7 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..formats.geometry import cluster_size, fuses_gelu_backward, geometry
+from ..formats.geometry import cluster_size, fuses_gelu_backward, geometry, programmatic
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, nearest_f32
 
@@ -15,8 +15,9 @@ from ..formats.step_size import f32_word, nearest_f32
 class Piece:
     """One submission's commands, in issue order."""
 
-    def __init__(self, name: str, arch: str = "any"):
-        self.name, self.commands, self.arch = name, [], arch  # the arch picks some launches' geometry
+    def __init__(self, name: str, arch: str = "any", sm_count: int = 1):
+        # the arch picks some launches' geometry; it and the SM count, which launches start programmatically
+        self.name, self.commands, self.arch, self.sm_count = name, [], arch, sm_count
 
     def launch(self, kernel: str, **args):
         names = [n for n, _ in KERNELS[kernel]]
@@ -24,8 +25,10 @@ class Piece:
             raise ValueError(f"{kernel}: arguments {sorted(set(names) ^ set(args))} differ from the catalog's")
         scalars = {n: v for n, v in args.items() if isinstance(v, int)}
         grid, block, shared = geometry(kernel, scalars, self.arch)
+        before = self.commands[-1]["grid"] if self.commands and self.commands[-1]["op"] == "launch" else None
         self.commands.append({"op": "launch", "kernel": kernel, "grid": grid, "block": block, "shared": shared,
-                              "cluster": cluster_size(kernel, scalars, self.arch), "args": [args[n] for n in names]})
+                              "cluster": cluster_size(kernel, scalars, self.arch), "args": [args[n] for n in names],
+                              "programmatic": programmatic(self.arch, self.sm_count, before, grid)})
 
     def memset(self, ref: dict, nbytes: int):
         self.commands.append({"op": "memset", "dst": ref, "bytes": nbytes, "value": 0})

@@ -22,7 +22,8 @@ def encode_program(plan: dict) -> dict[str, bytes]:
         first = len(commands)
         for c in piece["commands"]:
             row = {"op": tables.OPS[c["op"]], "a": 0, "src": 0, "dst": 0, "src_offset": 0, "dst_offset": 0,
-                   "bytes": c.get("bytes", 0), "value": c.get("value", 0), "pad": 0}
+                   "bytes": c.get("bytes", 0), "value": c.get("value", 0),
+                   "flags": tables.COMMAND_PROGRAMMATIC if c.get("programmatic") else 0}
             if c["op"] == "launch":
                 row["a"] = len(launches)
                 launches.append(_launch(c, planes, blob, relocations))

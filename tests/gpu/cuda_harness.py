@@ -229,8 +229,17 @@ class CudaDevice(Device):
         if op == tables.OPS["launch"]:
             index = int(c["a"])
             params, launch = self._kernel_params(index)
-            node = check(driver.cuGraphAddKernelNode(graph, previous, len(previous), params),
+            # a programmatic launch (after a launch, as admission holds) hangs from its predecessor's programmatic port
+            programmatic = bool(int(c["flags"]) & tables.COMMAND_PROGRAMMATIC)
+            node = check(driver.cuGraphAddKernelNode(graph, [] if programmatic else previous,
+                                                     0 if programmatic else len(previous), params),
                          "cuGraphAddKernelNode", launch)
+            if programmatic:
+                edge = driver.CUgraphEdgeData()
+                edge.from_port = driver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+                edge.type = driver.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+                check(driver.cuGraphAddDependencies(graph, previous, [node], [edge], 1),
+                      "cuGraphAddDependencies (programmatic)", launch)
             cluster = int(self.launches[index]["cluster"])
             if cluster > 1:  # the kernel reads its split of K from its cluster's size (formats/geometry.py)
                 value = driver.CUkernelNodeAttrValue()

@@ -345,6 +345,40 @@ def m_cluster_halved(c):
     return c.reencode()
 
 
+def _launch_after(c, op, programmatic=None):
+    """The update piece's first launch right after a command of op (and, if given, marked programmatic or not)."""
+    commands = piece(c.plan, "update")["commands"]
+    return next(x for a, x in zip(commands, commands[1:]) if a["op"] == op and x["op"] == "launch" and
+                programmatic in (None, x["programmatic"]))
+
+
+def m_programmatic_after_memset(c):
+    _launch_after(c, "memset")["programmatic"] = True
+    return c.reencode()
+
+
+def m_programmatic_dropped(c):
+    _launch_after(c, "launch", programmatic=True)["programmatic"] = False
+    return c.reencode()
+
+
+def m_programmatic_beside_a_larger_grid(c):
+    """tiny's grids all fit 4 blocks an SM of the H200's; on a card of one SM its edges join larger grids."""
+    c.plan["target"]["sm_count"] = 1
+    return c.reencode()
+
+
+def m_programmatic_on_cpu(c):
+    _launch_after(c, "launch")["programmatic"] = True
+    return c.reencode()
+
+
+def m_flags_on_memset(c):
+    j = stream_index(c, "update", piece(c.plan, "update")["commands"].index(command(c.plan, "update", op="memset")))
+    c.realization["commands"] = edit_table(c.realization["commands"], "commands", lambda r, b: setf(r, j, "flags", 1))
+    return c
+
+
 def m_lr_midpoint():
     return learner_case(lr=str(M + Fraction(1, 2 ** 70)), beta1="0", beta2="0")
 
@@ -436,6 +470,15 @@ MUTATIONS = [
      ["(layernorm_forward): grid", "block [128, 1, 1]", "block [256, 1, 1]"]),
     ("cluster-halved", "cpu", "device-geometry", m_cluster_halved,
      ["(matmul_backward_weight): launched in clusters of 4 blocks", "from clusters of 8"]),
+    ("programmatic-after-memset", "h200", "device-geometry", m_programmatic_after_memset,
+     ["programmatic True; on sm_90 with 132 SMs, after no launch in its piece, it is not programmatic"]),
+    ("programmatic-dropped", "h200", "device-geometry", m_programmatic_dropped,
+     ["programmatic False; on sm_90 with 132 SMs, after a launch of grid [", "it is programmatic"]),
+    ("programmatic-beside-a-larger-grid", "h200", "device-geometry", m_programmatic_beside_a_larger_grid,
+     ["programmatic True; on sm_90 with 1 SMs, after a launch of grid [", "it is not programmatic"]),
+    ("programmatic-on-cpu", "cpu", "device-geometry", m_programmatic_on_cpu, ["programmatic True; on ", "not programmatic"]),
+    ("flags-on-memset", "h200", "device-relocations", m_flags_on_memset,
+     ["(memset): flags 0x1; only a launch may carry a flag"]),
     ("lr-at-midpoint", None, "learner-schedule", m_lr_midpoint,
      ["step 1 of the run: the host computes 0x3f800000, the exact step size is 0x3f800001"]),
     ("lr-second-step", None, "learner-schedule", m_lr_second_step, ["step 2 of the run", "0x3f800001"]),

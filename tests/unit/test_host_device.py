@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coppelius.formats import tables
 from coppelius.formats.elf import host_machine
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.kernels import reference as ref
@@ -36,7 +37,7 @@ def driver(tmp_path_factory):
 
 def _table(kind: str, rows: list, blob: bytes = b"") -> bytes:
     record = struct.Struct(RECORDS[kind])
-    return MAGICS[kind] + struct.pack("<IIQ", 2, len(rows), len(blob)) + b"".join(record.pack(*r) for r in rows) + blob
+    return MAGICS[kind] + struct.pack("<IIQ", tables.VERSION, len(rows), len(blob)) + b"".join(record.pack(*r) for r in rows) + blob
 
 
 def _step(op, ring=0, buffer=0, file=0, count=0, offset=0, bytes=0, value=0, body=0):
@@ -180,6 +181,8 @@ def test_the_step_word_is_patched_before_adamw(driver, tmp_path):
     ("commands", [(1, 0, 0, 12, 0, 0, 8, 0, 0)], "command 0"),
     ("commands", [(0, 5, 0, 0, 0, 0, 0, 0, 0)], "command 0"),
     ("commands", [(3, 0, 2, 1, 0, 500, 128, 0, 0)], "command 0"),
+    ("commands", [(1, 0, 0, 2, 0, 0, 8, 0, 1)], "command 0 (op 1) has flags 0x1"),
+    ("commands", [(0, 0, 0, 0, 0, 0, 0, 0, 2)], "command 0 (op 0) has flags 0x2"),
     ("ring", [(0, 0, 99)], "ring entry 0"),
     ("planes", PLANES[:-1] + [(2048, 4096, 3, 1)], "plane 8"),
     ("step_words", [(1, 10 ** 6, 0, 0, 0)], "step word 0"),
@@ -188,6 +191,19 @@ def test_entries_outside_the_arena_or_tables_are_refused_at_load(driver, tmp_pat
     _tables(tmp_path, {table: _table(table, rows)})
     run = _issue(driver, tmp_path, bytes(HOST), "-")
     assert run.returncode == 1 and named in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+def test_a_programmatic_launch_must_follow_a_launch_in_its_ring_entry(driver, tmp_path):
+    """The kernel of a programmatic launch waits for the launch before it (launch.cuh), so the tables may mark only a
+    launch that follows a launch; ring 0's launch follows two copies."""
+    _tables(tmp_path)
+    commands, _ = tables.unpack("commands", (tmp_path / "commands.bin").read_bytes())
+    commands = commands.copy()
+    commands["flags"][2] = tables.COMMAND_PROGRAMMATIC
+    (tmp_path / "commands.bin").write_bytes(tables.pack("commands", commands))
+    run = _issue(driver, tmp_path, bytes(HOST), "-")
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+    assert "command 2 is a programmatic launch, but after a copy or memset in ring entry 0" in run.stderr
 
 
 def test_a_launch_whose_buffers_leave_the_arena_or_clusters_the_grid_badly_is_refused_at_load(driver, tmp_path):

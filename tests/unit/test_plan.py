@@ -88,3 +88,28 @@ def test_gelu_backward_rides_the_fc_projections_epilogue_only_on_small_products(
             args = dict(zip((n for n, _ in KERNELS["gelu_backward"]), c["args"]))
             assert args["dinp"] == args["dout"] and args["dinp"]["plane"] == "dbt4c"
     assert "dbt4c_gelu" not in {p["name"] for p in plan["arena"]["planes"]}
+
+
+@pytest.mark.parametrize("target, model, batch", CASES)
+def test_launches_start_programmatically_after_small_launches_on_the_archs_that_have_it(target, model, batch):
+    """On sm_90 and sm_121 a launch right after a launch in its piece starts programmatically (its kernel waits for
+    the predecessor in launch.cuh's prologue) when both grids have at most 4 blocks an SM of the target's; after a
+    copy or a memset, first in its piece, or beside a larger grid it waits as usual; elsewhere (cpu, sm_86) never."""
+    plan = plan_for(target, model, batch)
+    on = plan["target"]["arch"] in ("sm_90", "sm_121")
+    limit = 4 * yaml.safe_load((ROOT / "config" / "targets" / f"{target}.yaml").read_text())["sm_count"]
+    blocks = lambda grid: grid[0] * grid[1] * grid[2]  # noqa: E731
+    seen = {"programmatic": 0, "after another op": 0, "beside a larger grid": 0}
+    for piece in plan["pieces"]:
+        previous = None
+        for c in piece["commands"]:
+            if c["op"] == "launch":
+                after_launch = previous is not None and previous["op"] == "launch"
+                small = after_launch and max(blocks(previous["grid"]), blocks(c["grid"])) <= limit
+                assert c["programmatic"] == (on and after_launch and small), (piece["name"], c["kernel"], c["grid"])
+                seen["programmatic"] += c["programmatic"]
+                seen["after another op"] += previous is not None and not after_launch
+                seen["beside a larger grid"] += after_launch and not small
+            previous = c
+    print(target, model, batch, seen)
+    assert (seen["programmatic"] > 0) == on and seen["after another op"] > 0 and seen["beside a larger grid"] > 0

@@ -12,6 +12,7 @@
 #ifndef COPPELIUS_COMMON_CUH
 #define COPPELIUS_COMMON_CUH
 #include <cuda_fp16.h>
+#include "launch.cuh"
 
 namespace cpl {
 

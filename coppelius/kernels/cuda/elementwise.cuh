@@ -14,6 +14,7 @@ __device__ __forceinline__ i64 pack_start() { return ((i64)blockIdx.x * THREADS 
 }  // namespace cpl
 
 extern "C" __global__ void __launch_bounds__(256) gelu_forward(__half* out, const __half* inp, int N) {
+    cpl::grid_dependency();
     using namespace cpl;
     const i64 i = pack_start();
     if (i >= N) return;
@@ -26,6 +27,7 @@ extern "C" __global__ void __launch_bounds__(256) gelu_forward(__half* out, cons
 
 extern "C" __global__ void __launch_bounds__(256)
     gelu_backward(__half* dinp, const __half* inp, const __half* dout, int N) {
+    cpl::grid_dependency();
     using namespace cpl;
     const i64 i = pack_start();
     if (i >= N) return;
@@ -38,6 +40,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 extern "C" __global__ void __launch_bounds__(256)
     residual_forward(__half* out, const __half* inp1, const __half* inp2, int N) {
+    cpl::grid_dependency();
     using namespace cpl;
     const i64 i = pack_start();
     if (i >= N) return;
@@ -51,6 +54,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // Every thread that sees a nan or an inf stores 1: the same word from any number of writers, so
 // the result does not depend on their order and needs no atomics. The piece zeroes *flag first.
 extern "C" __global__ void __launch_bounds__(256) nonfinite_check(int* flag, const __half* grads, int N) {
+    cpl::grid_dependency();
     using namespace cpl;
     const i64 i = pack_start();
     if (i >= N) return;
@@ -73,6 +77,7 @@ extern "C" __global__ void __launch_bounds__(256) nonfinite_check(int* flag, con
 extern "C" __global__ void __launch_bounds__(256)
     adamw(float* params, float* m, float* v, const __half* grads, __half* half, const int* flag, int N, float beta1,
           float beta2, float decay, float step_size, float eps) {
+    cpl::grid_dependency();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N || *flag != 0) return;
     const float g = __half2float(grads[i]), p = params[i];
@@ -87,6 +92,7 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 extern "C" __global__ void __launch_bounds__(256) cast_half(__half* out, const float* inp, int N) {
+    cpl::grid_dependency();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < N) out[i] = __float2half_rn(inp[i]);
 }

@@ -7,6 +7,7 @@
 // grid.x = ceil(B*T*C / 8 / 256).
 extern "C" __global__ void __launch_bounds__(256)
     encoder_forward(__half* out, const int* tokens, const __half* wte, const __half* wpe, int B, int T, int C, int Vp) {
+    cpl::grid_dependency();
     using namespace cpl;
     const i64 total = (i64)B * T * C;
     const i64 i = ((i64)blockIdx.x * THREADS + threadIdx.x) * PACK;
@@ -111,6 +112,7 @@ __device__ __forceinline__ int rows_per_block(int Vp) { return Vp <= eb::SPREAD_
 
 extern "C" __global__ void __launch_bounds__(1024)
     encoder_sort(int* order, int* first, const int* tokens, int N, int Vp) {
+    cpl::grid_dependency();
     using namespace cpl;
     using namespace cpl::eb;
     __shared__ int cursor[SORT_WARPS][TOKENS];  // the warp's count of each token, then where its next one goes
@@ -197,6 +199,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 extern "C" __global__ void __launch_bounds__(256, 2)
     encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* order, const int* first, int B, int T,
                      int C, int Vp) {
+    cpl::grid_dependency();
     using namespace cpl;
     using namespace cpl::eb;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -56,6 +56,7 @@ __device__ __forceinline__ void ln_row(__half* out, float* mean, float* rstd, co
 extern "C" __global__ void __launch_bounds__(256)
     layernorm_forward(__half* out, float* mean, float* rstd, const __half* inp, const __half* weight,
                       const __half* bias, int N, int C) {
+    cpl::grid_dependency();
     using namespace cpl;
     const int lane = threadIdx.x & 31;
     const int n = blockIdx.x * ln::ROWS + (threadIdx.x >> 5);
@@ -77,6 +78,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     residual_layernorm_forward(__half* residual, __half* out, float* mean, float* rstd, const __half* inp1,
                                const __half* inp2, const __half* weight, const __half* bias, int N, int C) {
+    cpl::grid_dependency();
     using namespace cpl;
     const int lane = threadIdx.x & 31;
     const int n = blockIdx.x * ln::ROWS + (threadIdx.x >> 5);
@@ -113,6 +115,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __maxnreg__(80)
     layernorm_backward(__half* dinp, float* partials, const __half* dout, const __half* inp, const __half* weight,
                        const float* mean, const float* rstd, int N, int C) {
+    cpl::grid_dependency();
     using namespace cpl;
     using namespace cpl::ln;
     __shared__ float sums[2][BATCH][MAX_THREADS / 32][2];
@@ -181,6 +184,7 @@ extern "C" __global__ void __maxnreg__(80)
 // added in warp order. Geometry: grid = ceil(2C / 32), blocks of 1024.
 extern "C" __global__ void __launch_bounds__(cpl::ln::WEIGHT_THREADS)
     layernorm_backward_weight(__half* dweight, __half* dbias, const float* partials, int N, int C) {
+    cpl::grid_dependency();
     using namespace cpl;
     __shared__ float part[32][33];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, P = ln::backward_blocks(N);

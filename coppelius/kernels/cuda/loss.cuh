@@ -73,6 +73,7 @@ __device__ __forceinline__ void softmax_stats(const __half* x, int V, bool vec, 
 // losses[n] = log(sum exp(x - max)) - (x[target] - max).
 extern "C" __global__ void __launch_bounds__(256)
     crossentropy_forward(float* losses, const __half* logits, const int* targets, int N, int V, int Vp) {
+    cpl::grid_dependency();
     using namespace cpl;
     __shared__ float scratch[2 * WARPS];
     const int n = blockIdx.x;
@@ -115,6 +116,7 @@ __device__ __forceinline__ void backward_row(float* losses, __half* dlogits, con
 extern "C" __global__ void __launch_bounds__(256)
     crossentropy_backward(__half* dlogits, const __half* logits, const int* targets, int N, int V, int Vp,
                           float scale) {
+    cpl::grid_dependency();
     cpl::loss::backward_row(nullptr, dlogits, logits, targets, V, Vp, scale);
 }
 
@@ -122,6 +124,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     crossentropy_forward_backward(float* losses, __half* dlogits, const __half* logits, const int* targets, int N,
                                   int V, int Vp, float scale) {
+    cpl::grid_dependency();
     cpl::loss::backward_row(losses, dlogits, logits, targets, V, Vp, scale);
 }
 
@@ -140,6 +143,7 @@ __device__ __forceinline__ bool beats(float a, int ia, float b, int ib) {
 
 extern "C" __global__ void __launch_bounds__(256)
     argmax_forward(int* predictions, const __half* logits, int N, int V, int Vp) {
+    cpl::grid_dependency();
     using namespace cpl;
     __shared__ float best_value[WARPS];
     __shared__ int best_index[WARPS];

@@ -484,6 +484,7 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
+    cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true>(out, nullptr, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
@@ -492,6 +493,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward_gelu(__half* out, __half* out_gelu, const __half* inp, const __half* weight, const __half* bias,
                         int N, int C, int OC) {
+    cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_GELU>(out, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
                                                    vec, 1);
@@ -500,6 +502,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
+    cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
@@ -508,6 +511,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* pre_gelu, int N,
                                int C, int OC) {
+    cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(pre_gelu), dout, weight,
                                                              nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
@@ -518,6 +522,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
+    cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
 #if __CUDA_ARCH__ >= 900
     const int splits = (int)coptc::cluster_size();

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "approx.cuh"
+#include "launch.cuh"
 
 namespace coptc {
 

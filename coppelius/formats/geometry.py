@@ -234,9 +234,9 @@ def programmatic(arch: str, sm_count: int, before: list[int] | None, grid: list[
     (a programmatic edge of the piece's graph: the kernel waits for its predecessor in launch.cuh's prologue). Only
     on the archs that have it, after a launch (never a copy or memset), and only where both grids have at most
     PROGRAMMATIC_BLOCKS_PER_SM blocks an SM: the dependent's blocks then take the SMs its predecessor's tail leaves
-    idle, but beside a larger grid (small's one-wave layernorm_backward) the early residents cost more than they hide. Measured on the H200 (the update
-    piece's graph, docs/notes/gpu-speed.md "Fourteenth session"): every edge, tiny 0.248 -> 0.232 ms and small
-    5.02 -> 5.10; these edges, tiny 0.232 and small 5.01."""
+    idle, but beside a larger grid (small's one-wave layernorm_backward) the early residents cost more than they
+    hide. Measured on the H200 (the update piece's graph, docs/notes/gpu-speed.md "Fourteenth session"): every
+    edge, tiny 0.248 -> 0.232 ms and small 5.02 -> 5.10; these edges, tiny 0.232 and small 5.01."""
     if before is None or arch not in PROGRAMMATIC_ARCHS:
         return False
     limit = PROGRAMMATIC_BLOCKS_PER_SM * sm_count

@@ -15,33 +15,20 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "gpu"), str(ROOT / "te
 from train_gpu import BATCH, build_h200  # noqa: E402
 from cuda_harness import CudaDevice, check, driver  # noqa: E402
 from coppelius.formats import tables  # noqa: E402
+from coppelius.formats.geometry import programmatic_launches  # noqa: E402
+from profile_gpu import elapsed  # noqa: E402
 from reference_host.interpreter import Program, Run  # noqa: E402
 
 DEFAULT_RULES = ["plan", "none", "all", "both<=264", "both<=528", "both<=1056", "plan"]
 
 
-def blocks(launch) -> int:
-    return int(launch["grid"][0]) * int(launch["grid"][1]) * int(launch["grid"][2])
-
-
-def block_limit(rule: str) -> int:
-    """The most blocks either grid of a programmatic edge may have under `rule` (not `plan`)."""
-    return {"none": -1, "all": 1 << 62}.get(rule) or int(rule.removeprefix("both<="))
-
-
 def programmatic_flags(rule: str, launches, rows, ring):
-    """The command rows' flags under `rule`: a launch right after a launch, both grids within its limit."""
-    limit, flags = block_limit(rule), rows["flags"] * 0
-    for entry in ring:
-        before = None
-        for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
-            if int(rows[j]["op"]) != tables.OPS["launch"]:
-                before = None
-                continue
-            launch = launches[int(rows[j]["a"])]
-            if before is not None and max(blocks(before), blocks(launch)) <= limit:
-                flags[j] = tables.COMMAND_PROGRAMMATIC
-            before = launch
+    """The command rows' flags under `rule` (not `plan`): geometry's walk with the rule's limit on both grids' blocks
+    (a card of one SM, so that blocks an SM are blocks)."""
+    limit = {"none": -1, "all": 1 << 62}.get(rule) or int(rule.removeprefix("both<="))
+    flags = rows["flags"] * 0
+    for j, _, _, programmatic in programmatic_launches(rows, launches, ring, "sm_90", 1, blocks_per_sm=limit):
+        flags[j] = tables.COMMAND_PROGRAMMATIC if programmatic else 0
     return flags
 
 
@@ -70,7 +57,7 @@ def update_replay_ms(device, plan: dict, reps: int = 80) -> float:
         device.issue(ring_index)
         check(driver.cuEventRecord(end, device.stream), "cuEventRecord")
         device.synchronize()
-        times.append(check(driver.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+        times.append(elapsed(start, end))
     return statistics.median(times[5:])
 
 

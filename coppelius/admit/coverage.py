@@ -11,9 +11,9 @@
 
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
 """
-from ..formats.geometry import PROGRAMMATIC_BLOCKS_PER_SM, cluster_size, geometry, programmatic
+from ..formats.geometry import PROGRAMMATIC_BLOCKS_PER_SM, cluster_size, geometry, programmatic_launches
 from ..formats.kernels import KERNEL_NAMES, KERNELS, SCALAR_KINDS
-from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES, OP_NAMES
+from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES
 from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
 
 WEIGHT_PLANES = ("params", "m", "v", "weights")  # what AdamW updates; the gradients are read
@@ -86,23 +86,16 @@ def check_geometry(plan, realization, realized, profile):
             raise Refusal(f"launch {i} ({c['kernel']}): launched in clusters of {c['cluster']} blocks; for {scalars} "
                           f"the kernel reads its split of K from clusters of {cluster}")
     arch, sm_count, edges = plan["target"]["arch"], plan["target"]["sm_count"], 0
-    for e in r.ring:  # a programmatic launch's kernel waits for the launch before it (launch.cuh), never for a copy
-        before = None  # the grid of the launch right before, if the row before is one
-        for j in range(int(e["offset"]), int(e["offset"] + e["length"])):  # the rows: the launches decoded above
-            row = r.commands[j]
-            if OP_NAMES.get(int(row["op"])) != "launch":
-                before = None
-                continue
-            launch = r.launches[int(row["a"])]
+    # a programmatic launch's kernel waits for the launch before it (launch.cuh), never for a copy
+    for j, launch, before, want in programmatic_launches(r.commands, r.launches, r.ring, arch, sm_count):
+        got = bool(int(r.commands[j]["flags"]) & COMMAND_PROGRAMMATIC)
+        if got != want:
             grid = [int(g) for g in launch["grid"]]
-            want, got = programmatic(arch, sm_count, before, grid), bool(int(row["flags"]) & COMMAND_PROGRAMMATIC)
-            if got != want:
-                raise Refusal(f"command {j} (launch {KERNEL_NAMES[int(launch['kernel'])]}, grid {grid}): programmatic "
-                              f"{got}; on {arch} with {sm_count} SMs, after "
-                              f"{f'a launch of grid {before}' if before else 'no launch'} in its piece, it is "
-                              f"{'programmatic' if want else 'not programmatic'}")
-            edges += want
-            before = grid
+            raise Refusal(f"command {j} (launch {KERNEL_NAMES[int(launch['kernel'])]}, grid {grid}): programmatic "
+                          f"{got}; on {arch} with {sm_count} SMs, after "
+                          f"{f'a launch of grid {before}' if before else 'no launch'} in its piece, it is "
+                          f"{'programmatic' if want else 'not programmatic'}")
+        edges += want
     return (f"{len(r.launches)} launches have the geometry the kernel ABI computes from their scalars; {edges} of "
             f"them start programmatically, each right after a launch, both grids at most {PROGRAMMATIC_BLOCKS_PER_SM} "
             f"blocks an SM, on {arch}")

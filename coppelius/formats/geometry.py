@@ -33,6 +33,8 @@ WGMMA_ARCHS a head-size-64 key block double-buffers its query tiles (64.5 KiB, o
 
 from fractions import Fraction
 
+from .tables import OPS
+
 # Constants of the CUDA kernels (coppelius/kernels/cuda/*.cuh) that their geometry depends on.
 THREADS = 256           # threads per block of every non-tensor-core kernel (common.cuh: THREADS)
 PACK = 8                # fp16 values per thread in the element-wise kernels (common.cuh: PACK)
@@ -229,7 +231,12 @@ def cluster_size(kernel: str, scalars: dict, arch: str = "any") -> int:
     return weight_gradient_tiles(scalars, arch)[2] if kernel == "matmul_backward_weight" else 1
 
 
-def programmatic(arch: str, sm_count: int, before: list[int] | None, grid: list[int]) -> bool:
+def grid_blocks(grid) -> int:
+    return int(grid[0]) * int(grid[1]) * int(grid[2])
+
+
+def programmatic(arch: str, sm_count: int, before: list[int] | None, grid: list[int],
+                 blocks_per_sm: int = PROGRAMMATIC_BLOCKS_PER_SM) -> bool:
     """Whether a launch of `grid` may start while the launch of grid `before` right before it in its piece finishes
     (a programmatic edge of the piece's graph: the kernel waits for its predecessor in launch.cuh's prologue). Only
     on the archs that have it, after a launch (never a copy or memset), and only where both grids have at most
@@ -239,8 +246,23 @@ def programmatic(arch: str, sm_count: int, before: list[int] | None, grid: list[
     edge, tiny 0.248 -> 0.232 ms and small 5.02 -> 5.10; these edges, tiny 0.232 and small 5.01."""
     if before is None or arch not in PROGRAMMATIC_ARCHS:
         return False
-    limit = PROGRAMMATIC_BLOCKS_PER_SM * sm_count
-    return before[0] * before[1] * before[2] <= limit and grid[0] * grid[1] * grid[2] <= limit
+    return max(grid_blocks(before), grid_blocks(grid)) <= blocks_per_sm * sm_count
+
+
+def programmatic_launches(commands, launches, ring, arch: str, sm_count: int,
+                          blocks_per_sm: int = PROGRAMMATIC_BLOCKS_PER_SM):
+    """(command index, launch record, grid before or None, programmatic) of each launch row of a realization's tables
+    (formats/tables.py: commands, launches, ring), walked a ring entry at a time as `programmatic` decides."""
+    for entry in ring:
+        before = None  # the grid of the launch right before, if the row before is one
+        for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
+            if int(commands[j]["op"]) != OPS["launch"]:
+                before = None
+                continue
+            launch = launches[int(commands[j]["a"])]
+            grid = [int(g) for g in launch["grid"]]
+            yield j, launch, before, programmatic(arch, sm_count, before, grid, blocks_per_sm)
+            before = grid
 
 
 def fuses_gelu_backward(scalars: dict, arch: str = "any") -> bool:

@@ -16,9 +16,9 @@
 //     read it are done.
 // mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
 // next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
-// results are rounded into shared staging rows that the TMA unit copies out (cp.async.bulk) under the next tile's
-// products (matmul_forward_gelu, matmul_backward_input_gelu: the producer warpgroup's idle warps finish the staged
-// rows through their gelu instead).
+// results are rounded into shared staging rows that the producer warpgroup's idle warps store (through their gelu for
+// matmul_forward_gelu, matmul_backward_input_gelu) under the next tile's products (the TMA unit's bulk copies where
+// the operands' loads are element-wise and keep every producer warp busy).
 // mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
@@ -313,7 +313,7 @@ __device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec) {
     }
 }
 
-// Named barriers between consumer c and the finishers (hop_finish_gelu*): ids 4 + c (its tile is staged) and 6 + c
+// Named barriers between consumer c and the finishers (hop_finish_store, hop_finish_gelu_backward): ids 4 + c (its tile is staged) and 6 + c
 // (the finishers are done reading it), each of the consumer's 128 threads and the 96 finishers.
 constexpr int HOP_FINISHERS = 96;
 __device__ __forceinline__ void named_sync(int id) {
@@ -323,11 +323,15 @@ __device__ __forceinline__ void named_arrive(int id) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
 }
 
-// MM_GELU finishes a consumer's staged tile (its rounded products, rows from m0, columns from n0) on the producer
-// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out, their
-// gelu to aux, 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
-__device__ __forceinline__ void hop_finish_gelu(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
-                                                int Nn) {
+// The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
+// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (and
+// with GELU their gelu to aux), 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
+// Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
+// cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
+// 0.271, H200, 2026-12-02).
+template <bool GELU>
+__device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
+                                                 int Nn) {
     constexpr int CHUNKS = 64 * 32, BATCH = 4;  // 16-byte chunks of the 64 x 256 rows
     const int ft = threadIdx.x - 32, chunks_in_row = min(256, Nn - n0) / 8;
     for (int i0 = ft; i0 < CHUNKS; i0 += BATCH * HOP_FINISHERS) {
@@ -345,6 +349,7 @@ __device__ __forceinline__ void hop_finish_gelu(const __half* stg, __half* out, 
         for (int b = 0; b < BATCH; ++b) {
             if (!ok[b]) continue;
             *reinterpret_cast<uint4*>(out + at[b]) = v[b];
+            if (!GELU) continue;
             unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -356,7 +361,7 @@ __device__ __forceinline__ void hop_finish_gelu(const __half* stg, __half* out, 
     }
 }
 
-// MM_GELU_BACKWARD finishes a staged tile as hop_finish_gelu does, the rows times gelu's slope at pre's rows to out,
+// MM_GELU_BACKWARD finishes a staged tile as hop_finish_store does, the rows times gelu's slope at pre's rows to out,
 // pre read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_pre): read
 // a batch at a time after it, their latency left the consumers waiting (0.45 against 0.40 ms for the unfused pair at
 // gpt2's fc projection, H200, 2026-12-02; all of a finisher's 22 chunks ahead spilled, 16 ahead took 0.44).
@@ -413,8 +418,8 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 
 // out[M,Nn] = A B (+ bias[n]) through epilogue EPI with aux; operand layouts as mm_tile's (AK: A stored [M][K],
 // BK_MAJOR: B stored [Nn][K]). The gelu epilogues (an exp and a reciprocal a value: in the consumers MM_GELU's cost
-// about as much as the products at K = 768, docs/notes/gpu-speed.md, seventh session) are finished by the
-// hop_finish_gelu* warps under the next tile's products.
+// about as much as the products at K = 768, docs/notes/gpu-speed.md, seventh session) are finished, and every
+// staged tile stored, by the finisher warps under the next tile's products.
 template <bool AK, bool BK_MAJOR, int EPI>
 __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __restrict__ aux,
                                           const __half* __restrict__ A, const __half* __restrict__ B,
@@ -429,7 +434,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const int tid = threadIdx.x, wg = tid >> 7;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || aligned16(aux));
     // the finishers are the producer's warps 1-3, idle only when its copies are the TMA unit's
-    const bool finished = EPI != MM_PLAIN && vec && vec_out;
+    const bool finished = vec && vec_out;
     hop_init_barriers(m, vec);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
@@ -450,7 +455,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                         hop_finish_gelu_backward(stg, out, aux, x, m0, n0, M, Nn);
                     } else {
                         named_sync(4 + c);
-                        hop_finish_gelu(stg, out, aux, m0, n0, M, Nn);
+                        hop_finish_store<EPI == MM_GELU>(stg, out, aux, m0, n0, M, Nn);
                     }
                     if (s + 1 < slots) named_arrive(6 + c);
                 }
@@ -508,8 +513,8 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             hop_store<false, 32, EPI>(out, Nn, acc, m0 + row, n0, M, Nn, pair_ok, aux);
             continue;
         }
-        // 16-byte rows: staged in shared memory, then copied out by the TMA unit (or finished by the finishers)
-        // while the next tile's products run
+        // 16-byte rows: staged in shared memory, then stored by the finishers (or copied out by the TMA unit) while
+        // the next tile's products run
         __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
         if (finished) {
             if (s > 0) named_sync(6 + c);  // the finishers are done with the previous tile's rows

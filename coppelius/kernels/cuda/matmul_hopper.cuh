@@ -329,18 +329,20 @@ __device__ __forceinline__ void named_arrive(int id) {
 // Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).
-template <bool GELU>
+// Rows row0 .. row0 + rows - 1 of the staged 64, by THREADS threads of which this is thread t.
+template <bool GELU, int THREADS = HOP_FINISHERS>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
-                                                 int Nn) {
-    constexpr int CHUNKS = 64 * 32, BATCH = 4;  // 16-byte chunks of the 64 x 256 rows
-    const int ft = threadIdx.x - 32, chunks_in_row = min(256, Nn - n0) / 8;
-    for (int i0 = ft; i0 < CHUNKS; i0 += BATCH * HOP_FINISHERS) {
+                                                 int Nn, int t, int row0 = 0, int rows = 64) {
+    constexpr int BATCH = 4;
+    const int CHUNKS = rows * 32;  // 16-byte chunks of the rows
+    const int chunks_in_row = min(256, Nn - n0) / 8;
+    for (int i0 = t; i0 < CHUNKS; i0 += BATCH * THREADS) {
         uint4 v[BATCH];
         size_t at[BATCH];
         bool ok[BATCH];
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
-            const int i = i0 + b * HOP_FINISHERS, r = i >> 5, ch = i & 31;
+            const int i = i0 + b * THREADS, r = row0 + (i >> 5), ch = i & 31;
             ok[b] = i < CHUNKS && m0 + r < M && ch < chunks_in_row;
             at[b] = (size_t)(m0 + r) * Nn + n0 + ch * 8;
             if (ok[b]) v[b] = *reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + ch * 8);
@@ -360,6 +362,14 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
         }
     }
 }
+
+// MM_GELU's three finisher warps take longer than a tile's products (ncu at gpt2's fc: their issue slots 25% busy,
+// fixed-latency waits; without the gelu the launch takes 0.271 ms, with it 0.303), so each consumer finishes the
+// last rows of its own 64 itself after staging them, costing its eight warps less than the wait on the finishers.
+// How many: the shorter the products (K), the more. Measured at gpt2's fc (K = 768; 8, 12, 16, 20 rows: 0.293,
+// 0.292, 0.294, 0.302 ms against 0.303 with none) and small's (K = 384: 0.062, 0.061, 0.058, 0.057 against 0.066),
+// H200, 2026-12-02.
+__device__ __forceinline__ int hop_consumer_gelu_rows(int K) { return K <= 512 ? 20 : 12; }
 
 // MM_GELU_BACKWARD finishes a staged tile as hop_finish_store does, the rows times gelu's slope at pre's rows to out,
 // pre read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_pre): read
@@ -455,7 +465,8 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                         hop_finish_gelu_backward(stg, out, aux, x, m0, n0, M, Nn);
                     } else {
                         named_sync(4 + c);
-                        hop_finish_store<EPI == MM_GELU>(stg, out, aux, m0, n0, M, Nn);
+                        hop_finish_store<EPI == MM_GELU>(stg, out, aux, m0, n0, M, Nn, tid - 32, 0,
+                                                         EPI == MM_GELU ? 64 - hop_consumer_gelu_rows(K) : 64);
                     }
                     if (s + 1 < slots) named_arrive(6 + c);
                 }
@@ -520,6 +531,11 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             if (s > 0) named_sync(6 + c);  // the finishers are done with the previous tile's rows
             hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, pair_ok);
             named_arrive(4 + c);
+            if (EPI == MM_GELU) {
+                consumer_sync(c);  // the consumer's rows are whole
+                hop_finish_store<true, 128>(stg, out, aux, m0, n0, M, Nn, ctid, 64 - hop_consumer_gelu_rows(K),
+                                            hop_consumer_gelu_rows(K));
+            }
             continue;
         }
         if (s > 0) {  // the previous tile's copies have read the staging rows

@@ -329,10 +329,11 @@ __device__ __forceinline__ void named_arrive(int id) {
 // Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).
-// Rows row0 .. row0 + rows - 1 of the staged 64, by THREADS threads of which this is thread t.
-template <bool GELU, int THREADS = HOP_FINISHERS>
+// The staged rows from row0 on, the last ROWS of the 64 (ROWS 0: all from row0), by THREADS threads of which this is
+// thread t.
+template <bool GELU, int THREADS = HOP_FINISHERS, int ROWS = 0>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
-                                                 int Nn, int t, int row0 = 0, int rows = 64) {
+                                                 int Nn, int t, int row0 = 64 - ROWS, int rows = ROWS) {
     constexpr int BATCH = 4;
     const int CHUNKS = rows * 32;  // 16-byte chunks of the rows
     const int chunks_in_row = min(256, Nn - n0) / 8;
@@ -533,8 +534,10 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             named_arrive(4 + c);
             if (EPI == MM_GELU) {
                 consumer_sync(c);  // the consumer's rows are whole
-                hop_finish_store<true, 128>(stg, out, aux, m0, n0, M, Nn, ctid, 64 - hop_consumer_gelu_rows(K),
-                                            hop_consumer_gelu_rows(K));
+                if (hop_consumer_gelu_rows(K) == 20)  // (constant rows: with a variable count ptxas spilled)
+                    hop_finish_store<true, 128, 20>(stg, out, aux, m0, n0, M, Nn, ctid);
+                else
+                    hop_finish_store<true, 128, 12>(stg, out, aux, m0, n0, M, Nn, ctid);
             }
             continue;
         }

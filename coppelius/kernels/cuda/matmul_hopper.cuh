@@ -313,8 +313,9 @@ __device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec) {
     }
 }
 
-// Named barriers between consumer c and the finishers (hop_finish_store, hop_finish_gelu_backward): ids 4 + c (its tile is staged) and 6 + c
-// (the finishers are done reading it), each of the consumer's 128 threads and the 96 finishers.
+// Named barriers between consumer c and the finishers (hop_finish_store, hop_finish_gelu_backward): ids 4 + c (its
+// tile is staged) and 6 + c (the finishers are done reading it), each of the consumer's 128 threads and the 96
+// finishers.
 constexpr int HOP_FINISHERS = 96;
 __device__ __forceinline__ void named_sync(int id) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
@@ -369,8 +370,11 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
 // last rows of its own 64 itself after staging them, costing its eight warps less than the wait on the finishers.
 // How many: the shorter the products (K), the more. Measured at gpt2's fc (K = 768; 8, 12, 16, 20 rows: 0.293,
 // 0.292, 0.294, 0.302 ms against 0.303 with none) and small's (K = 384: 0.062, 0.061, 0.058, 0.057 against 0.066),
-// H200, 2026-12-02.
-__device__ __forceinline__ int hop_consumer_gelu_rows(int K) { return K <= 512 ? 20 : 12; }
+// H200, 2026-12-02. (Rows a compile-time count: with a count known at run time ptxas spilled.)
+constexpr int HOP_GELU_SHORT_K = 512, HOP_GELU_ROWS_SHORT_K = 20, HOP_GELU_ROWS = 12;
+__device__ __forceinline__ int hop_consumer_gelu_rows(int K) {
+    return K <= HOP_GELU_SHORT_K ? HOP_GELU_ROWS_SHORT_K : HOP_GELU_ROWS;
+}
 
 // MM_GELU_BACKWARD finishes a staged tile as hop_finish_store does, the rows times gelu's slope at pre's rows to out,
 // pre read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_pre): read
@@ -534,10 +538,10 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             named_arrive(4 + c);
             if (EPI == MM_GELU) {
                 consumer_sync(c);  // the consumer's rows are whole
-                if (hop_consumer_gelu_rows(K) == 20)  // (constant rows: with a variable count ptxas spilled)
-                    hop_finish_store<true, 128, 20>(stg, out, aux, m0, n0, M, Nn, ctid);
+                if (K <= HOP_GELU_SHORT_K)
+                    hop_finish_store<true, 128, HOP_GELU_ROWS_SHORT_K>(stg, out, aux, m0, n0, M, Nn, ctid);
                 else
-                    hop_finish_store<true, 128, 12>(stg, out, aux, m0, n0, M, Nn, ctid);
+                    hop_finish_store<true, 128, HOP_GELU_ROWS>(stg, out, aux, m0, n0, M, Nn, ctid);
             }
             continue;
         }

@@ -330,11 +330,12 @@ __device__ __forceinline__ void named_arrive(int id) {
 // Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).
-// The staged rows from row0 on, the last ROWS of the 64 (ROWS 0: all from row0), by THREADS threads of which this is
-// thread t.
+// Rows row0 .. row0 + rows - 1 of the staged 64 (by default all; ROWS > 0: the last ROWS, a count ptxas knows), by
+// THREADS threads of which this is thread t.
 template <bool GELU, int THREADS = HOP_FINISHERS, int ROWS = 0>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
-                                                 int Nn, int t, int row0 = 64 - ROWS, int rows = ROWS) {
+                                                 int Nn, int t, int row0 = ROWS ? 64 - ROWS : 0,
+                                                 int rows = ROWS ? ROWS : 64) {
     constexpr int BATCH = 4;
     const int CHUNKS = rows * 32;  // 16-byte chunks of the rows
     const int chunks_in_row = min(256, Nn - n0) / 8;

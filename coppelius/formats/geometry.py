@@ -268,15 +268,15 @@ def programmatic_launches(commands, launches, ring, arch: str, sm_count: int,
 def fuses_gelu_backward(scalars: dict, arch: str = "any") -> bool:
     """Whether the plan takes an fc projection's input gradient and gelu's backward in one launch
     (matmul_backward_input_gelu, scalars N, C, OC) rather than two (matmul_backward_input, gelu_backward in place):
-    only where the product takes the 64x64 tiles, launches too small to fill the card, where a second launch and two
-    more passes over the (N, C) gradient cost more than the epilogue's work. Measured on the H200, 2026-12-02
-    (docs/notes/gpu-speed.md, twelfth session): tiny's shape 6.4 against 12.1 us back to back, but tiny's step
-    replayed within the run-to-run spread (0.255 and 0.259 ms, against 0.248 unfused); on larger launches the gelu's
-    slope, an exp and a reciprocal an element, costs more in the epilogue than gelu_backward's own pass (gpt2's
-    0.40 against 0.40 ms on sm_90a, its finishers the bottleneck; small's 0.109 against 0.087; sm_86's code on the
-    H200, mma.sync tiles: 0.795 against 0.751 and 0.141 against 0.136)."""
+    where the product takes the 64x64 tiles, launches too small to fill the card, where a second launch and two more
+    passes over the (N, C) gradient cost more than the epilogue's work (tiny's shape 6.4 against 12.1 us back to back,
+    H200, 2026-12-02), and on sm_90a's wide tiles, whose consumers take the last rows of their tile through the
+    gelu's slope themselves, the finisher warps the rest (matmul_hopper.cuh): gpt2's 0.360-0.384 against the pair's
+    0.378-0.406 ms, small's 0.071 against 0.082 (H200, 2026-12-02, docs/notes/gpu-speed.md, sixteenth session). Not
+    on the 128x128 mma.sync tiles, whose epilogue computes the slope in the products' threads (sm_86's code on the
+    H200: gpt2's 0.795 against the pair's 0.751 ms, small's 0.141 against 0.136)."""
     block = tensor_core_geometry("matmul_backward_input_gelu", scalars, arch)[1]
-    return block == MATMUL_TILES["small"][0]
+    return block in (MATMUL_TILES["small"][0], MATMUL_TILES["wide"][0])
 
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:

@@ -70,13 +70,15 @@ def test_pieces_and_program_cover_the_run():
     assert ops.count("sample-token") == ops.count("write-sample") == 1  # generate: one body, once per new token
 
 
-@pytest.mark.parametrize("target, model, batch, fused", [("h200", "tiny", 8, True), ("h200", "small", 64, False),
-                                                         ("h200", "gpt2-124m", 32, False), ("rtx3090", "tiny", 8, True),
+@pytest.mark.parametrize("target, model, batch, fused", [("h200", "tiny", 8, True), ("h200", "small", 64, True),
+                                                         ("h200", "gpt2-124m", 32, True), ("rtx3090", "tiny", 8, True),
+                                                         ("rtx3090", "small", 64, False),
                                                          ("gb10", "gpt2-124m", 4, False), ("cpu", "tiny", 8, True)])
-def test_gelu_backward_rides_the_fc_projections_epilogue_only_on_small_products(target, model, batch, fused):
+def test_gelu_backward_rides_the_fc_projections_epilogue_except_on_mma_sync_128_tiles(target, model, batch, fused):
     """Each layer's gradient of fch is one matmul_backward_input_gelu where the product takes the 64x64 tiles (the
-    launch too small to fill the card), else matmul_backward_input and gelu_backward in place on dbt4c; the same
-    gradient either way (the fused kernel gives the unfused pair's bits, tests/gpu/test_tensor_cores_gpu.py)."""
+    launch too small to fill the card) or sm_90a's wide tiles, else matmul_backward_input and gelu_backward in place
+    on dbt4c; the same gradient either way (the fused kernel gives the unfused pair's bits,
+    tests/gpu/test_tensor_cores_gpu.py)."""
     plan = plan_for(target, model, batch)
     update = next(piece for piece in plan["pieces"] if piece["name"] == "update")
     kernels = [c["kernel"] for c in update["commands"] if c["op"] == "launch"]

@@ -331,16 +331,17 @@ __device__ __forceinline__ void named_arrive(int id) {
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).
 // Rows row0 .. row0 + rows - 1 of the staged 64 (by default all; ROWS > 0: the last ROWS, a count ptxas knows), by
-// THREADS threads of which this is thread t.
-template <bool GELU, int THREADS = HOP_FINISHERS, int ROWS = 0>
+// THREADS threads of which this is thread t. EPI: MM_PLAIN (the rows to out), MM_GELU (and their gelu to aux),
+// MM_GELU_BACKWARD (the rows times gelu's slope at aux's to out; two chunks a batch: four spilled in the consumers).
+template <int EPI, int THREADS = HOP_FINISHERS, int ROWS = 0>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
                                                  int Nn, int t, int row0 = ROWS ? 64 - ROWS : 0,
                                                  int rows = ROWS ? ROWS : 64) {
-    constexpr int BATCH = 4;
+    constexpr int BATCH = EPI == MM_GELU_BACKWARD ? 2 : 4;
     const int CHUNKS = rows * 32;  // 16-byte chunks of the rows
     const int chunks_in_row = min(256, Nn - n0) / 8;
     for (int i0 = t; i0 < CHUNKS; i0 += BATCH * THREADS) {
-        uint4 v[BATCH];
+        uint4 v[BATCH], x[BATCH];
         size_t at[BATCH];
         bool ok[BATCH];
 #pragma unroll
@@ -348,14 +349,27 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
             const int i = i0 + b * THREADS, r = row0 + (i >> 5), ch = i & 31;
             ok[b] = i < CHUNKS && m0 + r < M && ch < chunks_in_row;
             at[b] = (size_t)(m0 + r) * Nn + n0 + ch * 8;
-            if (ok[b]) v[b] = *reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + ch * 8);
+            if (!ok[b]) continue;
+            v[b] = *reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + ch * 8);
+            if (EPI == MM_GELU_BACKWARD) x[b] = *reinterpret_cast<const uint4*>(aux + at[b]);
         }
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
             if (!ok[b]) continue;
-            *reinterpret_cast<uint4*>(out + at[b]) = v[b];
-            if (!GELU) continue;
             unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
+            if (EPI == MM_GELU_BACKWARD) {
+                const unsigned* xw = reinterpret_cast<const unsigned*>(&x[b]);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+                    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&xw[j]));
+                    w[j] = pack_half2(a.x * cpl::gelu_local(p.x), a.y * cpl::gelu_local(p.y));
+                }
+                *reinterpret_cast<uint4*>(out + at[b]) = v[b];
+                continue;
+            }
+            *reinterpret_cast<uint4*>(out + at[b]) = v[b];
+            if (EPI == MM_PLAIN) continue;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
@@ -381,35 +395,49 @@ __device__ __forceinline__ int hop_consumer_gelu_rows(int K) {
 // pre read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_pre): read
 // a batch at a time after it, their latency left the consumers waiting (0.45 against 0.40 ms for the unfused pair at
 // gpt2's fc projection, H200, 2026-12-02; all of a finisher's 22 chunks ahead spilled, 16 ahead took 0.44).
-constexpr int HOP_FINISH_CHUNKS = 64 * 32;  // 16-byte chunks of a consumer's 64 x 256 rows
-constexpr int HOP_FINISH_PER = (HOP_FINISH_CHUNKS + HOP_FINISHERS - 1) / HOP_FINISHERS;  // a finisher's chunks
+// The consumers finish the last CROWS rows of their 64 themselves (hop_finish_store, as matmul_forward_gelu's), the
+// finishers the rows before them. Rows a consumer takes (gpt2's fc projection, K = 768; small's, K = 384), ms:
+// 0: 0.45-0.49, 0.111; 8: 0.44, 0.099; 12: 0.37-0.41, 0.093; 16: 0.34-0.41, 0.085; 20: 0.36-0.39, 0.079;
+// 24: 0.35-0.40, 0.078; 28: 0.39-0.41, 0.071; 32: -, 0.070; the unfused pair: 0.38-0.42, 0.082 (H200, 2026-12-02).
+constexpr int HOP_GELU_BACKWARD_ROWS_SHORT_K = 32, HOP_GELU_BACKWARD_ROWS = 20;
 constexpr int HOP_FINISH_AHEAD = 12;
+template <int CROWS>
+constexpr int hop_finish_per() {  // a finisher's 16-byte chunks of its (64 - CROWS) x 256 rows
+    return ((64 - CROWS) * 32 + HOP_FINISHERS - 1) / HOP_FINISHERS;
+}
 
 // Chunk k of this finisher: its element offset in [M][Nn], or -1 outside the matrix.
+template <int CROWS>
 __device__ __forceinline__ long long hop_finish_at(int k, int m0, int n0, int M, int Nn) {
     const int i = (int)threadIdx.x - 32 + k * HOP_FINISHERS, r = i >> 5, ch = i & 31;
-    const bool ok = k < HOP_FINISH_PER && i < HOP_FINISH_CHUNKS && m0 + r < M && ch < min(256, Nn - n0) / 8;
+    const bool ok = k < hop_finish_per<CROWS>() && r < 64 - CROWS && m0 + r < M && ch < min(256, Nn - n0) / 8;
     return ok ? (long long)(m0 + r) * Nn + n0 + ch * 8 : -1;
 }
 
 // pre's chunk k of this finisher (zeros outside the matrix).
+template <int CROWS>
 __device__ __forceinline__ uint4 hop_finish_pre(const __half* pre, int k, int m0, int n0, int M, int Nn) {
-    const long long at = hop_finish_at(k, m0, n0, M, Nn);
+    const long long at = hop_finish_at<CROWS>(k, m0, n0, M, Nn);
     return at >= 0 ? *reinterpret_cast<const uint4*>(pre + at) : make_uint4(0u, 0u, 0u, 0u);
 }
 
-// x: chunks 0 .. HOP_FINISH_AHEAD - 1 of pre (hop_finish_pre), loaded before the staging was waited for
-__device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __half* out, const __half* pre,
-                                                         uint4 (&x)[HOP_FINISH_AHEAD], int m0, int n0, int M, int Nn) {
-    constexpr int BATCH = 4;  // shared loads before their stores
+// Consumer c's staged tile through the gelu's slope: its first chunks of pre read before the wait for the staging.
+template <int CROWS>
+__device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __half* out, const __half* pre, int c,
+                                                         int m0, int n0, int M, int Nn) {
+    constexpr int BATCH = 4, PER = hop_finish_per<CROWS>();  // BATCH: shared loads before their stores
+    uint4 x[HOP_FINISH_AHEAD];
 #pragma unroll
-    for (int k0 = 0; k0 < HOP_FINISH_PER; k0 += BATCH) {
+    for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_pre<CROWS>(pre, k, m0, n0, M, Nn);
+    named_sync(4 + c);
+#pragma unroll
+    for (int k0 = 0; k0 < PER; k0 += BATCH) {
         uint4 v[BATCH];
         long long at[BATCH];
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
             const int i = (int)threadIdx.x - 32 + (k0 + b) * HOP_FINISHERS;
-            at[b] = hop_finish_at(k0 + b, m0, n0, M, Nn);
+            at[b] = hop_finish_at<CROWS>(k0 + b, m0, n0, M, Nn);
             if (at[b] >= 0) v[b] = *reinterpret_cast<const uint4*>(stg + (i >> 5) * MM_HOP_OUT_LD + (i & 31) * 8);
         }
 #pragma unroll
@@ -426,8 +454,8 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
                 }
                 *reinterpret_cast<uint4*>(out + at[b]) = v[b];
             }
-            if (k + HOP_FINISH_AHEAD < HOP_FINISH_PER)
-                x[k % HOP_FINISH_AHEAD] = hop_finish_pre(pre, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
+            if (k + HOP_FINISH_AHEAD < PER)
+                x[k % HOP_FINISH_AHEAD] = hop_finish_pre<CROWS>(pre, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
         }
     }
 }
@@ -464,15 +492,14 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                     const __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
                     const int m0 = tm * BM + c * 64, n0 = tn * BN;
                     if constexpr (EPI == MM_GELU_BACKWARD) {
-                        uint4 x[HOP_FINISH_AHEAD];
-#pragma unroll
-                        for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_pre(aux, k, m0, n0, M, Nn);
-                        named_sync(4 + c);
-                        hop_finish_gelu_backward(stg, out, aux, x, m0, n0, M, Nn);
+                        if (K <= HOP_GELU_SHORT_K)
+                            hop_finish_gelu_backward<HOP_GELU_BACKWARD_ROWS_SHORT_K>(stg, out, aux, c, m0, n0, M, Nn);
+                        else
+                            hop_finish_gelu_backward<HOP_GELU_BACKWARD_ROWS>(stg, out, aux, c, m0, n0, M, Nn);
                     } else {
                         named_sync(4 + c);
-                        hop_finish_store<EPI == MM_GELU>(stg, out, aux, m0, n0, M, Nn, tid - 32, 0,
-                                                         EPI == MM_GELU ? 64 - hop_consumer_gelu_rows(K) : 64);
+                        hop_finish_store<EPI>(stg, out, aux, m0, n0, M, Nn, tid - 32, 0,
+                                              EPI == MM_GELU ? 64 - hop_consumer_gelu_rows(K) : 64);
                     }
                     if (s + 1 < slots) named_arrive(6 + c);
                 }
@@ -540,9 +567,18 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             if (EPI == MM_GELU) {
                 consumer_sync(c);  // the consumer's rows are whole
                 if (K <= HOP_GELU_SHORT_K)
-                    hop_finish_store<true, 128, HOP_GELU_ROWS_SHORT_K>(stg, out, aux, m0, n0, M, Nn, ctid);
+                    hop_finish_store<MM_GELU, 128, HOP_GELU_ROWS_SHORT_K>(stg, out, aux, m0, n0, M, Nn, ctid);
                 else
-                    hop_finish_store<true, 128, HOP_GELU_ROWS>(stg, out, aux, m0, n0, M, Nn, ctid);
+                    hop_finish_store<MM_GELU, 128, HOP_GELU_ROWS>(stg, out, aux, m0, n0, M, Nn, ctid);
+            }
+            if (EPI == MM_GELU_BACKWARD) {
+                consumer_sync(c);
+                if (K <= HOP_GELU_SHORT_K)
+                    hop_finish_store<MM_GELU_BACKWARD, 128, HOP_GELU_BACKWARD_ROWS_SHORT_K>(stg, out, aux, m0, n0, M,
+                                                                                           Nn, ctid);
+                else
+                    hop_finish_store<MM_GELU_BACKWARD, 128, HOP_GELU_BACKWARD_ROWS>(stg, out, aux, m0, n0, M, Nn,
+                                                                                    ctid);
             }
             continue;
         }

@@ -209,15 +209,20 @@ def command_accesses(c: dict) -> list[tuple[str, str, dict, int]]:
     raise Refusal(f"command op {op!r} is not one of launch, memset, h2d, d2h, d2d")
 
 
+def describe_ref(r) -> str:
+    """A command's reference (an arena plane's byte, a host buffer's, or a scalar) in one short phrase."""
+    if not isinstance(r, dict):
+        return repr(r)
+    return f"{r['plane']}+{r['offset']}" if "plane" in r else f"host {r['buffer']}+{r['offset']}"
+
+
 def describe(c: dict) -> str:
     """A command in one short phrase, for refusals."""
-    where = lambda r: (f"{r['plane']}+{r['offset']}" if "plane" in r else f"host {r['buffer']}+{r['offset']}") \
-        if isinstance(r, dict) else repr(r)  # noqa: E731
     if c["op"] == "launch":
         return f"launch {c['kernel']}"
     if c["op"] == "memset":
-        return f"memset {where(c['dst'])} ({c['bytes']} bytes)"
-    return f"{c['op']} {where(c['src'])} -> {where(c['dst'])} ({c['bytes']} bytes)"
+        return f"memset {describe_ref(c['dst'])} ({c['bytes']} bytes)"
+    return f"{c['op']} {describe_ref(c['src'])} -> {describe_ref(c['dst'])} ({c['bytes']} bytes)"
 
 
 # ---------------------------------------------------------------------------- the realization

@@ -32,7 +32,7 @@ def _sample_copy(plan: dict, names: list, T: int, Vp: int) -> str:
 def _forward_source(plan: dict, names: list) -> str:
     """The host buffer the forward piece takes its tokens from."""
     for c in plan["pieces"][names.index("forward")]["commands"]:
-        if c["op"] == "h2d" and c["dst"]["plane"] == "tokens":
+        if c["op"] == "h2d" and c["dst"]["plane"] == "context":
             return c["src"]["buffer"]
     raise Refusal("piece forward copies no tokens from the host")
 

@@ -6,8 +6,9 @@ provenance.py; reissues and the realized tables, realized.py.
 Each check reads the plan's host program expanded as the runtime runs it (common.trace: the one
 walker of formats/program.py), once for `train` and once for `predict`, and the plan's pieces.
 """
-from .common import (OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, iv_add, iv_gap, names_of as _names,
-                     parameter_count, trace, well_formed)
+from ..formats.kernels import KERNELS
+from .common import (OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, describe_ref, iv_add, iv_gap,
+                     names_of as _names, parameter_count, trace, well_formed)
 
 def chunk_count(plan: dict) -> tuple[int, int, int]:
     """(payload bytes, part bytes, chunks), from the model's dimensions and the staging size."""
@@ -61,20 +62,26 @@ def check_issues_run(plan, realization, realized, profile):
 
 # ---------------------------------------------------------------------------- steps-fresh
 def _context_takes(piece: dict, n: int) -> str:
-    """The host buffer a forward or update piece takes its context from: tokens = the context's
-    first n tokens, targets = the n after the first (int32), from one buffer."""
-    takes = {c["dst"]["plane"]: c for c in piece["commands"]
-             if c["op"] == "h2d" and c["dst"]["plane"] in ("tokens", "targets")}
-    want = {"tokens": 0, "targets": 4}
-    for plane, offset in want.items():
-        c = takes.get(plane)
-        if c is None or c["src"]["offset"] != offset or c["bytes"] != 4 * n or c["dst"]["offset"] != 0:
-            got = describe(c) if c else "nothing"
-            raise Refusal(f"piece {piece['name']}: {plane} must be copied from context byte {offset} ({4 * n} bytes, "
-                          f"{n} tokens{' shifted by one' if offset else ''}); it gets {got}")
-    if takes["tokens"]["src"]["buffer"] != takes["targets"]["src"]["buffer"]:
-        raise Refusal(f"piece {piece['name']}: tokens and targets come from different host buffers")
-    return takes["tokens"]["src"]["buffer"]
+    """The host buffer a forward or update piece takes its context from: its n + 1 tokens (int32) copied whole into
+    the context plane, whose first n are the tokens its kernels read and the n after the first their targets."""
+    takes = [c for c in piece["commands"] if c["op"] == "h2d" and c["dst"]["plane"] == "context"]
+    whole = len(takes) == 1 and takes[0]["src"]["offset"] == 0 and takes[0]["dst"]["offset"] == 0 \
+        and takes[0]["bytes"] == 4 * (n + 1)
+    if not whole:
+        got = ", ".join(describe(c) for c in takes) or "nothing"
+        raise Refusal(f"piece {piece['name']}: the context plane must be copied whole from a host buffer's byte 0 in "
+                      f"one h2d ({4 * (n + 1)} bytes, {n + 1} tokens); it gets {got}")
+    want = {"tokens": 0, "targets": 4}  # the targets: the tokens shifted by one
+    for i, c in enumerate(piece["commands"]):
+        if c["op"] != "launch":
+            continue
+        for (name, _), arg in zip(KERNELS.get(c["kernel"], ()), c["args"]):
+            if name in want and (not isinstance(arg, dict) or arg.get("plane") != "context"
+                                 or arg["offset"] != want[name]):
+                raise Refusal(f"piece {piece['name']} command {i} ({c['kernel']}): {name} is {describe_ref(arg)}; "
+                              f"it must be the context plane's byte {want[name]}"
+                              f"{' (the tokens shifted by one)' if want[name] else ''}")
+    return takes[0]["src"]["buffer"]
 
 
 class _Cursor:

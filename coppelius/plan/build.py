@@ -53,7 +53,7 @@ def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
     return [
         weight("params", "f32", "persistent"), weight("m", "f32", "persistent"),
         weight("v", "f32", "persistent"), weight("weights", "f16", "persistent"),
-        step("tokens", "i32", B, T), step("targets", "i32", B, T),
+        step("context", "i32", B * T + 1),  # a step's tokens, then the next one: the targets are the tokens from 1
         step("encoded", "f16", B, T, C),
         layer("ln1", "f16", B, T, C), layer("ln1_mean", "f32", B, T), layer("ln1_rstd", "f32", B, T),
         layer("qkv", "f16", B, T, 3 * C), layer("atty", "f16", B, T, C), layer("att_lse", "f32", B, NH, T),
@@ -127,8 +127,7 @@ def build_plan(config: Config) -> dict:
         pieces += [stage, scatter]
 
     def take_context(piece: Piece):
-        piece.h2d("context", 0, step.at("tokens"), 4 * n)
-        piece.h2d("context", 4, step.at("targets"), 4 * n)
+        piece.h2d("context", 0, step.at("context"), 4 * (n + 1))
 
     arch, sm_count = config.target["arch"], config.target["sm_count"]
     forward = Piece("forward", arch, sm_count)

@@ -83,7 +83,7 @@ class Step:
     def forward(self, p: Piece, with_predictions: bool):
         N, C, L = self.N, self.C, self.L
         w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
-        p.launch("encoder_forward", out=self.at("encoded"), tokens=self.at("tokens"), wte=w("wte"), wpe=w("wpe"),
+        p.launch("encoder_forward", out=self.at("encoded"), tokens=self.at("context"), wte=w("wte"), wpe=w("wpe"),
                  B=self.B, T=self.T, C=C, Vp=self.Vp)
         def norm(name: str, layer: int | None) -> dict:  # layernorm `name`'s outputs and parameters (lnf: no layer)
             at = (lambda plane: self.at(plane)) if layer is None else (lambda plane: self.act(plane, layer))  # noqa: E731
@@ -112,7 +112,7 @@ class Step:
                  N=N, C=C, OC=self.Vp)
         if with_predictions:  # the training step's losses come with its gradient (backward)
             p.launch("crossentropy_forward", losses=self.at("losses"), logits=self.at("logits"),
-                     targets=self.at("targets"), N=N, V=self.V, Vp=self.Vp)
+                     targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp)
             p.launch("argmax_forward", predictions=self.at("predictions"), logits=self.at("logits"),
                      N=N, V=self.V, Vp=self.Vp)
 
@@ -122,7 +122,7 @@ class Step:
         g = lambda name, l=None: self.param("grads", name, l)  # noqa: E731
         scale = nearest_f32(Fraction(self.learner.loss_scale, N))
         p.launch("crossentropy_forward_backward", losses=self.at("losses"), dlogits=self.at("dlogits"),
-                 logits=self.at("logits"), targets=self.at("targets"), N=N, V=self.V, Vp=self.Vp, scale=f32_word(scale))
+                 logits=self.at("logits"), targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp, scale=f32_word(scale))
         p.launch("matmul_backward_weight", dweight=g("wte"), dbias=None, dout=self.at("dlogits"), inp=self.at("lnf"),
                  N=N, C=C, OC=self.Vp, accumulate=0)
         p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),
@@ -160,7 +160,7 @@ class Step:
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt3c"), weight=w("qkvw", l),
                      N=N, C=C, OC=3 * C)
             self.layernorm_backward(p, "ln1", l, residual, self.act("ln1_mean", l), self.act("ln1_rstd", l))
-        p.launch("encoder_sort", order=self.at("token_order"), first=self.at("token_first"), tokens=self.at("tokens"),
+        p.launch("encoder_sort", order=self.at("token_order"), first=self.at("token_first"), tokens=self.at("context"),
                  N=N, Vp=self.Vp)
         p.launch("encoder_backward", dwte=g("wte"), dwpe=g("wpe"), dout=self.at("dresidual"),
                  order=self.at("token_order"), first=self.at("token_first"), B=self.B, T=self.T, C=C, Vp=self.Vp)

@@ -324,6 +324,18 @@ __device__ __forceinline__ void named_arrive(int id) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
 }
 
+// A 16-byte chunk of 8 products times gelu's slope at pre's 8 (matmul_backward_input_gelu's epilogue), in place.
+__device__ __forceinline__ void hop_gelu_slope_chunk(uint4& v, const uint4& pre) {
+    unsigned* w = reinterpret_cast<unsigned*>(&v);
+    const unsigned* x = reinterpret_cast<const unsigned*>(&pre);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+        const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&x[j]));
+        w[j] = pack_half2(a.x * cpl::gelu_local(p.x), a.y * cpl::gelu_local(p.y));
+    }
+}
+
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
 // warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (and
 // with GELU their gelu to aux), 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
@@ -356,20 +368,14 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
             if (!ok[b]) continue;
-            unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
             if (EPI == MM_GELU_BACKWARD) {
-                const unsigned* xw = reinterpret_cast<const unsigned*>(&x[b]);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
-                    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&xw[j]));
-                    w[j] = pack_half2(a.x * cpl::gelu_local(p.x), a.y * cpl::gelu_local(p.y));
-                }
+                hop_gelu_slope_chunk(v[b], x[b]);
                 *reinterpret_cast<uint4*>(out + at[b]) = v[b];
                 continue;
             }
             *reinterpret_cast<uint4*>(out + at[b]) = v[b];
             if (EPI == MM_PLAIN) continue;
+            unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
@@ -444,14 +450,7 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
         for (int b = 0; b < BATCH; ++b) {
             const int k = k0 + b;
             if (at[b] >= 0) {
-                unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
-                const unsigned* xw = reinterpret_cast<const unsigned*>(&x[k % HOP_FINISH_AHEAD]);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
-                    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&xw[j]));
-                    w[j] = pack_half2(a.x * cpl::gelu_local(p.x), a.y * cpl::gelu_local(p.y));
-                }
+                hop_gelu_slope_chunk(v[b], x[k % HOP_FINISH_AHEAD]);
                 *reinterpret_cast<uint4*>(out + at[b]) = v[b];
             }
             if (k + HOP_FINISH_AHEAD < PER)

@@ -122,7 +122,8 @@ class Step:
         g = lambda name, l=None: self.param("grads", name, l)  # noqa: E731
         scale = nearest_f32(Fraction(self.learner.loss_scale, N))
         p.launch("crossentropy_forward_backward", losses=self.at("losses"), dlogits=self.at("dlogits"),
-                 logits=self.at("logits"), targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp, scale=f32_word(scale))
+                 logits=self.at("logits"), targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp,
+                 scale=f32_word(scale))
         p.launch("matmul_backward_weight", dweight=g("wte"), dbias=None, dout=self.at("dlogits"), inp=self.at("lnf"),
                  N=N, C=C, OC=self.Vp, accumulate=0)
         p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),

@@ -137,7 +137,8 @@ def m_ring_entries_swapped(c):
 
 
 def m_stream_targets(c):
-    j = stream_index(c, "update", piece(c.plan, "update")["commands"].index(command(c.plan, "update", op="h2d", dst_plane="context")))
+    take = command(c.plan, "update", op="h2d", dst_plane="context")
+    j = stream_index(c, "update", piece(c.plan, "update")["commands"].index(take))
     c.realization["commands"] = edit_table(c.realization["commands"], "commands",
                                            lambda r, b: setf(r, j, "src_offset", 4))
     return c
@@ -415,7 +416,8 @@ MUTATIONS = [
     ("wrap-short", "cpu", "schedule-steps-fresh", m_wrap_short, ["it wraps for 128", "could straddle"]),
     ("validation-stays", "cpu", "schedule-steps-fresh", m_validation_stays,
      ["validation forward 2 of the pass at host step", "moved by [] since forward 1"]),
-    ("targets-unshifted", "cpu", "schedule-steps-fresh", m_targets_unshifted, ["(crossentropy_forward_backward): targets is context+0", "the context plane's byte 4"]),
+    ("targets-unshifted", "cpu", "schedule-steps-fresh", m_targets_unshifted,
+     ["(crossentropy_forward_backward): targets is context+0", "the context plane's byte 4"]),
     ("chunk-read-twice", "cpu", "schedule-moves-checkpoint", m_read_twice, ["load read 1 takes checkpoint bytes [0, "]),
     ("scatter-wrong-part", "cpu", "schedule-moves-checkpoint", m_scatter_wrong_part,
      ["load_scatter_0 command 1", "writes m bytes [0, ", "a second time"]),

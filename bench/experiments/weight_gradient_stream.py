@@ -1,6 +1,7 @@
 """sm_90a weight gradients, A/B between cubins: one tile a cluster of S blocks (main's kernel and geometry, rebuilt
 here from its rule) against a stream-K over one wave of blocks (a cubin built with weight_gradient_stream.patch
-applied: `git apply bench/experiments/weight_gradient_stream.patch`, its geometry then the tree's). Tried on
+applied to commit 4ee4dca's coppelius/: `git worktree add /tmp/sk 4ee4dca && git -C /tmp/sk apply
+$PWD/bench/experiments/weight_gradient_stream.patch`, run from there: its geometry then the tree's). Tried on
 2026-12-02 and not kept: slower than the clusters (docs/notes/gpu-speed.md, seventeenth session). Each
 launch alone back to back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's shapes, the
 cubins alternating so that clock drift shows; then each build's dweight and dbias against float64 at one shape (max

@@ -1,5 +1,5 @@
-"""sm_90a weight gradients, A/B between cubins: one tile a cluster of S blocks (main's kernel and geometry, rebuilt
-here from its rule) against a stream-K over one wave of blocks (a cubin built with weight_gradient_stream.patch
+"""sm_90a weight gradients, A/B between cubins: one tile a cluster of S blocks (main's kernel and geometry: its rule,
+geometry.wide_split_count) against a stream-K over one wave of blocks (a cubin built with weight_gradient_stream.patch
 applied to commit 4ee4dca's coppelius/: `git worktree add /tmp/sk 4ee4dca && git -C /tmp/sk apply
 $PWD/bench/experiments/weight_gradient_stream.patch`, run from there: its geometry then the tree's). Tried on
 2026-12-02 and not kept: slower than the clusters (docs/notes/gpu-speed.md, seventeenth session). Each
@@ -8,7 +8,6 @@ cubins alternating so that clock drift shows; then each build's dweight and dbia
 difference printed) and its two launches' bits compared.
     python bench/experiments/weight_gradient_stream.py main.cubin:clusters patched.cubin:stream   (sm_90 card, root)"""
 import sys
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +22,6 @@ SHAPES = {"gpt2 qkv": (32768, 768, 2304), "gpt2 attn proj": (32768, 768, 768), "
           "gpt2 fc proj": (32768, 3072, 768), "gpt2 lm head": (32768, 768, 50304),
           "small qkv": (16384, 384, 1152), "small attn proj": (16384, 384, 384), "small fc": (16384, 384, 1536),
           "small fc proj": (16384, 1536, 384)}
-CLUSTERS = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)  # clusters of S resident at once on the H200
-
-
-def cluster_splits(tiles: int, K: int) -> int:
-    """The replaced rule (geometry.wide_split_count): the S of least time in waves of clusters."""
-    best, best_cost = 1, None
-    for s in range(1, 17):
-        if s > 1 and K < s * 1024:
-            break
-        cost = Fraction(-(-tiles // CLUSTERS[s - 1]) * (K + 900 * s + 18 * s * s), s)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = s, cost
-    return best
 
 
 def prepare(gpu, mode: str, args: dict):
@@ -46,11 +32,10 @@ def prepare(gpu, mode: str, args: dict):
         mode, args = mode[:-len("-nobias")], {**args, "dbias": None}
     if mode == "stream":
         return gpu.prepare("matmul_backward_weight", args)
-    M, Nn, K = args["OC"], args["C"], args["N"]
-    tiles = -(-M // 128) * -(-Nn // 256)
-    S = cluster_splits(tiles, K)
-    saved = tc.geometry, tc.cluster_size
-    grid = tiles * S if mode == "clusters" else tiles * max(1, 132 // tiles) if tiles <= 132 else 132
+    tiles = geo.weight_gradient_tiles(args, "sm_90")[1]
+    S = geo.wide_split_count(tiles, args["N"])  # main's rule (the patch keeps it)
+    saved, waves = (tc.geometry, tc.cluster_size), geo.WIDE_TILES
+    grid = tiles * S if mode == "clusters" else tiles * max(1, waves // tiles) if tiles <= waves else waves
     tc.geometry = lambda k, s, a: ([grid, 1, 1], *geo.MATMUL_TILES["wide"])
     tc.cluster_size = lambda k, s, a: S if mode == "clusters" else 1
     try:

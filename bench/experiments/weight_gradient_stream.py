@@ -1,12 +1,13 @@
 """sm_90a weight gradients, A/B between cubins: one tile a cluster of S blocks (main's kernel and geometry: its rule,
-geometry.wide_split_count) against a stream-K over one wave of blocks (a cubin built with weight_gradient_stream.patch
-applied to commit 4ee4dca's coppelius/: `git worktree add /tmp/sk 4ee4dca && git -C /tmp/sk apply
-$PWD/bench/experiments/weight_gradient_stream.patch`, run from there: its geometry then the tree's). Tried on
-2026-12-02 and not kept: slower than the clusters (docs/notes/gpu-speed.md, seventeenth session). Each
-launch alone back to back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's shapes, the
-cubins alternating so that clock drift shows; then each build's dweight and dbias against float64 at one shape (max
-difference printed) and its two launches' bits compared.
-    python bench/experiments/weight_gradient_stream.py main.cubin:clusters patched.cubin:stream   (sm_90 card, root)"""
+geometry.wide_split_count) against a build with one of the patches beside this file applied, each tried on 2026-12-02
+and not kept (docs/notes/gpu-speed.md, seventeenth and eighteenth sessions): weight_gradient_stream.patch (a
+stream-K over one wave of blocks; applies to commit 4ee4dca's coppelius/), weight_gradient_bias_columns.patch (dbias
+by clusters of their own on the SMs the tiles leave idle; applies to e3e51fe). Build the patched cubin from a worktree
+(`git worktree add /tmp/p <commit> && git -C /tmp/p apply $PWD/bench/experiments/<patch>`) and run from there, so
+that mode `tree` takes its geometry. Each launch alone back to back (CUDA events, the tensor-core test harness's
+Gpu.timer) at gpt2's and small's shapes, the cubins alternating so that clock drift shows; then each build's dweight
+and dbias against float64 at one shape (max difference printed) and its two launches' bits compared.
+    python bench/experiments/weight_gradient_stream.py main.cubin:clusters patched.cubin:tree   (sm_90 card, root)"""
 import sys
 from pathlib import Path
 
@@ -25,19 +26,23 @@ SHAPES = {"gpt2 qkv": (32768, 768, 2304), "gpt2 attn proj": (32768, 768, 768), "
 
 
 def prepare(gpu, mode: str, args: dict):
-    """mode clusters: main's geometry; stream: the tree's (the patch's when applied); a mode + "-nobias": no dbias
-    (a null pointer; its sums skipped); aligned: a stream-K of tiles x s blocks, the most
-    up to 132 (every block's run one of s equal splits of a tile)."""
+    """mode clusters: a tile a cluster of S, grid tiles x S (main's geometry: the tiles of dbias's rows sum it); tree:
+    the tree's geometry (the applied patch's); bias<E>: E clusters of S before the tiles
+    summing dbias (hop_bias_columns); aligned: a stream-K of tiles x s blocks, the most up to 132 (every block's run
+    one of s equal splits of a tile); a mode + "-nobias": no dbias (a null pointer; its sums skipped)."""
     if mode.endswith("-nobias"):
         mode, args = mode[:-len("-nobias")], {**args, "dbias": None}
-    if mode == "stream":
+    if mode == "tree":
         return gpu.prepare("matmul_backward_weight", args)
     tiles = geo.weight_gradient_tiles(args, "sm_90")[1]
     S = geo.wide_split_count(tiles, args["N"])  # main's rule (the patch keeps it)
     saved, waves = (tc.geometry, tc.cluster_size), geo.WIDE_TILES
-    grid = tiles * S if mode == "clusters" else tiles * max(1, waves // tiles) if tiles <= waves else waves
+    if mode.startswith("bias"):
+        grid = (tiles + int(mode[4:])) * S
+    else:
+        grid = tiles * S if mode == "clusters" else tiles * max(1, waves // tiles) if tiles <= waves else waves
     tc.geometry = lambda k, s, a: ([grid, 1, 1], *geo.MATMUL_TILES["wide"])
-    tc.cluster_size = lambda k, s, a: S if mode == "clusters" else 1
+    tc.cluster_size = lambda k, s, a: 1 if mode == "aligned" else S
     try:
         return gpu.prepare("matmul_backward_weight", args)
     finally:

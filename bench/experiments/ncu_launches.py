@@ -1,0 +1,47 @@
+"""One launch of each kernel the gpt2 profile weighs most, at gpt2's shapes, for Nsight Compute to count (sm_90 card,
+root; the tensor-core test harness's Gpu, a cubin of this tree's kernels):
+    ncu --set full -k regex:"matmul|attention" -o $OUT/report python3 bench/experiments/ncu_launches.py main.cubin
+matmul_backward_weight at qkv's shape with dbias and without; matmul_forward at fc's (K 768), fc proj's (K 3072) and
+the lm head's (4096 rows); matmul_forward_gelu at fc's; attention_forward then attention_backward (B 32, T 1024).
+The counters of 2026-12-02: bench/results/ncu-forward-attention-2026-12-02.txt, weight_gradient_bias-ab-2026-12-02.txt."""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tests" / "gpu")]
+import test_tensor_cores_gpu as tc  # noqa: E402
+
+
+def main(cubin: str) -> None:
+    gpu, rng = tc.Gpu(Path(cubin).read_bytes()), np.random.default_rng(0)
+    N, C, OC = 32768, 768, 2304
+    dout, inp = gpu.put(tc.h16_timing(rng, N, OC)), gpu.put(tc.h16_timing(rng, N, C))
+    for dbias in (gpu.alloc(OC * 2), None):
+        gpu.launch("matmul_backward_weight", {"dweight": gpu.alloc(OC * C * 2), "dbias": dbias, "dout": dout,
+                                              "inp": inp, "N": N, "C": C, "OC": OC, "accumulate": 0})
+    gpu.sync()
+    gpu.free_all()
+    for kernel, (N, C, OC) in [("matmul_forward", (32768, 768, 3072)), ("matmul_forward", (32768, 3072, 768)),
+                               ("matmul_forward", (4096, 768, 50304)), ("matmul_forward_gelu", (32768, 768, 3072))]:
+        args = {"out": gpu.alloc(N * OC * 2), "inp": gpu.put(tc.h16_timing(rng, N, C)),
+                "weight": gpu.put(tc.h16_timing(rng, OC, C)), "bias": gpu.put(tc.h16_timing(rng, OC)),
+                "N": N, "C": C, "OC": OC}
+        if kernel == "matmul_forward_gelu":
+            args["out_gelu"] = gpu.alloc(N * OC * 2)
+        gpu.launch(kernel, args)
+        gpu.sync()
+        gpu.free_all()
+    B, T, C, NH = 32, 1024, 768, 12
+    qkv, dout = gpu.put(tc.h16_timing(rng, B * T, 3 * C)), gpu.put(tc.h16_timing(rng, B * T, C))
+    out, lse, dqkv = gpu.alloc(B * T * C * 2), gpu.alloc(B * NH * T * 4), gpu.alloc(B * T * 3 * C * 2)
+    sizes = {"B": B, "T": T, "C": C, "NH": NH}
+    gpu.launch("attention_forward", {"out": out, "lse": lse, "qkv": qkv, **sizes})
+    gpu.launch("attention_backward", {"dqkv": dqkv, "dout": dout, "qkv": qkv, "out": out, "lse": lse, **sizes})
+    gpu.sync()
+    print("launched", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

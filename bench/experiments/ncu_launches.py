@@ -3,7 +3,8 @@ root; the tensor-core test harness's Gpu, a cubin of this tree's kernels):
     ncu --set full -k regex:"matmul|attention" -o $OUT/report python3 bench/experiments/ncu_launches.py main.cubin
 matmul_backward_weight at qkv's shape with dbias and without; matmul_forward at fc's (K 768), fc proj's (K 3072) and
 the lm head's (4096 rows); matmul_forward_gelu at fc's; attention_forward then attention_backward (B 32, T 1024).
-The counters of 2026-12-02: bench/results/ncu-forward-attention-2026-12-02.txt, weight_gradient_bias-ab-2026-12-02.txt."""
+The counters of 2026-12-02: bench/results/ncu-forward-attention-2026-12-02.txt and the end of
+bench/results/weight_gradient_bias-ab-2026-12-02.txt."""
 import sys
 from pathlib import Path
 

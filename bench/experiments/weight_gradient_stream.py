@@ -4,9 +4,10 @@ and not kept (docs/notes/gpu-speed.md, seventeenth and eighteenth sessions): wei
 stream-K over one wave of blocks; applies to commit 4ee4dca's coppelius/), weight_gradient_bias_columns.patch (dbias
 by clusters of their own on the SMs the tiles leave idle; applies to e3e51fe). Build the patched cubin from a worktree
 (`git worktree add /tmp/p <commit> && git -C /tmp/p apply $PWD/bench/experiments/<patch>`) and run from there, so
-that mode `tree` takes its geometry. Each launch alone back to back (CUDA events, the tensor-core test harness's
-Gpu.timer) at gpt2's and small's shapes, the cubins alternating so that clock drift shows; then each build's dweight
-and dbias against float64 at one shape (max difference printed) and its two launches' bits compared.
+that mode `tree` takes its geometry (named `stream` in the seventeenth session's log). Each launch alone back to
+back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's shapes, the cubins alternating so
+that clock drift shows; then each build's dweight and dbias against float64 at one shape (max difference printed)
+and its two launches' bits compared.
     python bench/experiments/weight_gradient_stream.py main.cubin:clusters patched.cubin:tree   (sm_90 card, root)"""
 import sys
 from pathlib import Path

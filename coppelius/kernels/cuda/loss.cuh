@@ -87,7 +87,9 @@ namespace cpl {
 namespace loss {
 // dlogits = (softmax - onehot(target)) * scale in the first V columns, exact zeros in the padding; and, when losses
 // is not null, crossentropy_forward's loss of the row from the same statistics. (Keeping the row in shared memory
-// for the second pass, two 100 KiB blocks an SM, was slower on the H200: 2.78 ms against 2.29 at gpt2's lm head.)
+// for the second pass, two 100 KiB blocks an SM, was slower on the H200: 2.78 ms against 2.29 at gpt2's lm head; so
+// was the row held in the registers of a 1024-thread block, 7 packs a thread, one block an SM at 64 registers: 2.74
+// against 2.25, and the 256-thread blocks under __launch_bounds__(1024) 2.33, 2026-12-02.)
 __device__ __forceinline__ void backward_row(float* losses, __half* dlogits, const __half* logits, const int* targets,
                                              int V, int Vp, float scale) {
     __shared__ float scratch[2 * WARPS];

@@ -1,0 +1,60 @@
+"""sm_90a forwards and input gradients, A/B between cubins (main's kernels against a build with
+matmul_pingpong.patch applied: `git worktree add /tmp/p <commit> && git -C /tmp/p apply
+$PWD/bench/experiments/matmul_pingpong.patch`; tried on 2026-12-02 and not kept, docs/notes/gpu-speed.md, eighteenth
+session). Each launch alone back to back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's
+shapes with the launches' own geometry (the patch keeps it), the builds alternating; then whether the builds' outputs
+have the same bits on the same operands.
+    python bench/experiments/matmul_forward_ab.py main.cubin patched.cubin   (sm_90 card, root)"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tests" / "gpu")]
+import test_tensor_cores_gpu as tc  # noqa: E402
+
+# (kernel, label, (N, C, OC)); the lm head without bias, as the plan launches it
+SHAPES = [("matmul_forward", "gpt2 qkv", (32768, 768, 2304)), ("matmul_forward", "gpt2 attn proj", (32768, 768, 768)),
+          ("matmul_forward", "gpt2 fc proj (K 3072)", (32768, 3072, 768)),
+          ("matmul_forward", "gpt2 lm head", (32768, 768, 50304)),
+          ("matmul_backward_input", "gpt2 attn proj dinp", (32768, 768, 768)),
+          ("matmul_forward", "small qkv", (16384, 384, 1152)), ("matmul_forward", "small attn proj", (16384, 384, 384)),
+          ("matmul_forward", "ragged", (2000, 520, 1000))]
+
+
+def arguments(gpu, kernel: str, label: str, operands: dict, N: int, C: int, OC: int) -> tuple[dict, str, int]:
+    """The launch's arguments on this card's copies of the operands, the output's name and its element count."""
+    if kernel == "matmul_forward":
+        bias = None if "lm head" in label else gpu.put(operands["bias"])
+        return ({"out": gpu.alloc(N * OC * 2), "inp": gpu.put(operands["x"]), "weight": gpu.put(operands["w"]),
+                 "bias": bias, "N": N, "C": C, "OC": OC}, "out", N * OC)
+    return ({"dinp": gpu.alloc(N * C * 2), "dout": gpu.put(operands["g"]), "weight": gpu.put(operands["w"]),
+             "N": N, "C": C, "OC": OC}, "dinp", N * C)
+
+
+def main(paths: list[str]) -> None:
+    gpus = [(Path(p).stem, tc.Gpu(Path(p).read_bytes())) for p in paths]
+    for rep in range(2):
+        for kernel, label, (N, C, OC) in SHAPES:
+            rng = np.random.default_rng(0)
+            operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC),
+                        "g": tc.h16_timing(rng, N, OC)}
+            row, outs = [], []
+            for stem, gpu in gpus:
+                args, name, count = arguments(gpu, kernel, label, operands, N, C, OC)
+                go = gpu.prepare(kernel, args)
+                ms = gpu.timer(go, reps=10 if "lm head" in label else 30)
+                row.append(f"{stem} {ms:.4f} ({2 * N * C * OC / ms / 1e9:.0f} TF/s)")
+                if rep == 0:
+                    gpu.poison(args[name], count * 2)
+                    go()
+                    gpu.sync()
+                    outs.append(gpu.get(args[name], np.uint16, count))
+                gpu.free_all()
+            same = f"  same bits: {all(np.array_equal(outs[0], o) for o in outs[1:])}" if outs else ""
+            print(f"{rep} {label:>22}: " + "  ".join(row) + same, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

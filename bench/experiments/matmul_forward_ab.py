@@ -1,10 +1,10 @@
-"""sm_90a forwards and input gradients, A/B between cubins (main's kernels against a build with
-matmul_pingpong.patch applied: `git worktree add /tmp/p <commit> && git -C /tmp/p apply
-$PWD/bench/experiments/matmul_pingpong.patch`; tried on 2026-12-02 and not kept, docs/notes/gpu-speed.md, eighteenth
-session). Each launch alone back to back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's
-shapes with the launches' own geometry (the patch keeps it), the builds alternating; then whether the builds' outputs
-have the same bits on the same operands.
-    python bench/experiments/matmul_forward_ab.py main.cubin patched.cubin   (sm_90 card, root)"""
+"""sm_90a forwards and input gradients, A/B between cubins: e.g. e3e51fe's (no ping-pong), this tree's (ping-pong
+where hop_pingpong_pays) and one with matmul_pingpong.patch applied to e3e51fe (ping-pong at every K <= 1024; `git
+worktree add /tmp/p e3e51fe && git -C /tmp/p apply $PWD/bench/experiments/matmul_pingpong.patch`), each a cubin
+built from its tree (docs/notes/gpu-speed.md, eighteenth session). Each launch alone back to back (CUDA events, the
+tensor-core test harness's Gpu.timer) at gpt2's and small's shapes with the launches' own geometry (the same in
+every build), the builds alternating; then whether the builds' outputs have the same bits on the same operands.
+    python bench/experiments/matmul_forward_ab.py main.cubin tree.cubin   (sm_90 card, root)"""
 import sys
 from pathlib import Path
 
@@ -20,7 +20,10 @@ SHAPES = [("matmul_forward", "gpt2 qkv", (32768, 768, 2304)), ("matmul_forward",
           ("matmul_forward", "gpt2 lm head", (32768, 768, 50304)),
           ("matmul_backward_input", "gpt2 attn proj dinp", (32768, 768, 768)),
           ("matmul_forward", "small qkv", (16384, 384, 1152)), ("matmul_forward", "small attn proj", (16384, 384, 384)),
-          ("matmul_forward", "ragged", (2000, 520, 1000))]
+          ("matmul_forward", "ragged", (2000, 520, 1000)), ("matmul_forward", "ragged ping-pong", (8999, 200, 328)),
+          ("matmul_backward_input", "small attn proj dinp", (16384, 384, 384)),
+          ("matmul_forward", "small fc proj (K 1536)", (16384, 1536, 384)),
+          ("matmul_backward_input", "small qkv dinp (K 1152)", (16384, 384, 1152))]
 
 
 def arguments(gpu, kernel: str, label: str, operands: dict, N: int, C: int, OC: int) -> tuple[dict, str, int]:

@@ -11,7 +11,8 @@
 //   backward_input   M=N   Nn=C  K=OC  A = dout [N][OC]  (K-major)   B = weight [OC][C] ([K][Nn])
 //   backward_weight  M=OC  Nn=C  K=N   A = dout [N][OC]  ([K][M])    B = inp    [N][C]  ([K][Nn])
 // Three tile shapes, chosen by the geometry and read back here from blockDim.x:
-//   384 threads: sm_90a only, matmul_hopper.cuh's warp-specialized 128x256 tiles (opted in to 216 KiB);
+//   384 threads: sm_90a only, matmul_hopper.cuh's warp-specialized 128x256 tiles (128x128 where those would leave a
+//                fifth of their columns empty; opted in to 216 KiB);
 //   256 threads: 128x128 block tile, 8 warps of 64x32 (on sm_90a two warpgroups of 64x128 on wgmma), k-tile
 //                32, 3 cp.async stages (48 KiB);
 //   128 threads:  64x64 block tile,  4 warps of 32x32, k-tile 32, 4 stages (32 KiB), for launches

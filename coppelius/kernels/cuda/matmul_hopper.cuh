@@ -19,6 +19,8 @@
 // results are rounded into shared staging rows that the producer warpgroup's idle warps store (through their gelu for
 // matmul_forward_gelu, matmul_backward_input_gelu) under the next tile's products (the TMA unit's bulk copies where
 // the operands' loads are element-wise and keep every producer warp busy).
+// mm_hopper_pingpong (plain forwards and input gradients whose columns leave a 128x256 tile a fifth empty): each
+// consumer a whole 128x128 tile, the two in turn, one's epilogue under the other's products.
 // mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
@@ -211,7 +213,7 @@ __device__ __forceinline__ HopSmem hop_smem() {
 // The producer warpgroup's start: with TMA (vec), warp 0 encodes the operands' maps into this SM's slot and returns
 // it to thread 0, the one that issues the copies; the warpgroup's other threads get nullptr and have nothing to do.
 // Without TMA every thread stores element-wise, and gets the slot unused.
-template <bool AK, bool BK_MAJOR>
+template <bool AK, bool BK_MAJOR, int BN = 256>
 __device__ __forceinline__ const HopMap* hop_producer_maps(const HopSmem& m, const __half* A, const __half* B, int M,
                                                            int Nn, int K, int lda, int ldb, bool vec) {
     HopMap* slot = hop_maps[sm_id() % HOP_MAP_SLOTS];
@@ -219,7 +221,7 @@ __device__ __forceinline__ const HopMap* hop_producer_maps(const HopSmem& m, con
     if (threadIdx.x >= 32) return nullptr;
     // a K-major operand's box is a whole tile (64 of k by its rows); an MN-major one's a 64 x 64 swizzle column
     hop_encode_map(&slot[0], &m.maps[0], A, AK ? K : M, AK ? M : K, lda, 64, AK ? 128 : 64);
-    hop_encode_map(&slot[1], &m.maps[1], B, BK_MAJOR ? K : Nn, BK_MAJOR ? Nn : K, ldb, 64, BK_MAJOR ? 256 : 64);
+    hop_encode_map(&slot[1], &m.maps[1], B, BK_MAJOR ? K : Nn, BK_MAJOR ? Nn : K, ldb, 64, BK_MAJOR ? BN : 64);
     if (threadIdx.x != 0) return nullptr;
     hop_acquire_map(&slot[0]);
     hop_acquire_map(&slot[1]);
@@ -238,12 +240,13 @@ __device__ __forceinline__ void hop_tma_tile(__half* s, const HopMap* map, int r
     for (int j = 0; j < R / 64; ++j) tma_load(s + j * 64 * MM_HOP_BK, map, r0 + j * 64, k0, bar);
 }
 
-// The producer's part of one tile: k-tiles kt0 .. kt0 + KT - 1 of tile (tm, tn) into the ring, from its position g.
-template <bool AK, bool BK_MAJOR>
+// The producer's part of one tile: k-tiles kt0 .. kt0 + KT - 1 of tile (tm, tn) into the ring, from its position g
+// (stages of 128 x 64 A and BN x 64 B).
+template <bool AK, bool BK_MAJOR, int BN = 256>
 __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps, const __half* __restrict__ A,
                                             const __half* __restrict__ B, int tm, int tn, int kt0, int KT, int M,
                                             int Nn, int K, int lda, int ldb, bool vec, int& g) {
-    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
+    constexpr int BM = 128, BK = MM_HOP_BK;
     for (int kt = kt0; kt < kt0 + KT; ++kt, ++g) {
         const int st = g % MM_HOP_STAGES;
         mbar_wait(&m.empty[st], ((g / MM_HOP_STAGES) & 1) ^ 1);
@@ -302,13 +305,13 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
     if (lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
 }
 
-__device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec) {
+__device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec, unsigned readers = 8) {
     if (threadIdx.x == 0) {
         for (int s = 0; s < MM_HOP_STAGES; ++s) {
             // TMA: the issuing thread (and the bytes it expects); cp.async: every producer thread, once its copies
             // of the stage have landed
             mbar_init(&m.full[s], vec ? 1 : 128);
-            mbar_init(&m.empty[s], 8);   // the eight consumer warps, once their products have read it
+            mbar_init(&m.empty[s], readers);  // the consumer warps that read it (8; ping-pong's 4), once done
         }
     }
 }
@@ -459,6 +462,118 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
     }
 }
 
+// Ping-pong (MM_PLAIN with TMA loads and 16-byte output rows, where hop_pingpong_pays): each consumer warpgroup a
+// whole 128x128 tile (two m64n128k16 a k16), the block's tiles taken by the consumers in turn (slot s by consumer
+// s % 2), the producer filling one ring of 32 KiB stages with them in slot order. A consumer's products start once
+// the other's last k-tile is waited on (named barrier 9 + c: so that no consumer waits on a stage's phase more than
+// one ahead of the ring), so that one's epilogue (staging, bulk copies, the next tile's bias) runs under the other's
+// products. The same sums in the same order as mm_hopper's (bias first, then the k-tiles in
+// order; the same bits). Why only where 128x256 tiles would leave a fifth or more of their columns empty (small's
+// Nn = 384: 0.0145 ms against 0.0187 at its attn proj): elsewhere the 128x128 tiles' 33% more L2-to-shared bytes a
+// FLOP cost more than the idle tensor pipe they win back (gpt2's qkv 0.217 against 0.189, its lm head 5.26 against
+// 3.89; H200, 2026-12-02, bench/experiments/matmul_forward_ab.py).
+constexpr int HOP_PINGPONG_MAX_K = 1024;
+__device__ __forceinline__ bool hop_pingpong_pays(int Nn, int K) {
+    return K <= HOP_PINGPONG_MAX_K && 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn;
+}
+constexpr int HOP_PP_LD = 136;  // halves a row of a consumer's 128x128 staging (+16 bytes, as MM_HOP_OUT_LD)
+__device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }
+__device__ __forceinline__ void turn_arrive(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(9 + c) : "memory"); }
+
+template <bool AK, bool BK_MAJOR>
+__device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, const __half* __restrict__ A,
+                                                   const __half* __restrict__ B, const __half* __restrict__ bias,
+                                                   int M, int Nn, int K, int lda, int ldb) {
+    constexpr int BM = 128, BN = 128, BK = MM_HOP_BK;
+    static_assert(MM_HOP_STAGES * (BM + BN) * BK + 2 * BM * HOP_PP_LD <=
+                      MM_HOP_STAGES * (128 + 256) * BK + 2 * 64 * MM_HOP_OUT_LD, "stages and staging fit");
+    const HopSmem m = hop_smem();
+    const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
+    const int KT = (K + BK - 1) / BK;
+    const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    hop_init_barriers(m, true, 4);
+    __syncthreads();
+    if (slots == 0 || KT == 0) return;
+
+    if (wg == 0) {
+        const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, true);
+        if (maps == nullptr) return;
+        int g = 0;
+        for (int s = 0; s < slots; ++s) {
+            int tm, tn;
+            mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+            hop_produce<AK, BK_MAJOR, BN>(m, maps, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, true, g);
+        }
+        return;
+    }
+
+    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
+    __half* stg = m.stages + MM_HOP_STAGES * (BM + BN) * BK + c * BM * HOP_PP_LD;
+    for (int s = c; s < slots; s += 2) {
+        int tm, tn;
+        mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+        const int m0 = tm * BM, n0 = tn * BN;
+        float acc[2][16][4];
+#pragma unroll
+        for (int f = 0; f < 16; ++f) {
+            const int col = n0 + f * 8 + 2 * (lane & 3);
+            const float b0 = bias != nullptr && col < Nn ? __half2float(bias[col]) : 0.f;
+            const float b1 = bias != nullptr && col + 1 < Nn ? __half2float(bias[col + 1]) : 0.f;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) acc[h][f][0] = acc[h][f][2] = b0, acc[h][f][1] = acc[h][f][3] = b1;
+        }
+        if (s > 0) turn_sync(c);  // the other consumer has waited on its tile's last stage
+        int g = s * KT, kt = 0;
+        do {  // a do-while (KT > 0): see hop_consume
+            const int st = g % MM_HOP_STAGES;
+            mbar_wait(&m.full[st], (g / MM_HOP_STAGES) & 1);
+            if (kt == KT - 1 && s + 1 < slots) turn_arrive(1 - c);
+            fence_proxy_async();
+            const __half* sA = m.stages + st * (BM + BN) * BK;
+            const __half* sB = sA + BM * BK;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, 1)
+                                                      : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const __half* sAh = sA + h * 64 * BK;
+                    const unsigned long long a = AK ? wg_desc(sAh + kk * 16, 16, BK * 16, 1)
+                                                    : wg_desc(sAh + kk * 16 * 64, BK * 128, 1024, 1);
+                    wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc[h], a, b);
+                }
+            }
+            wg_commit();
+            wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
+            wg_fence_acc(acc[0]);
+            wg_fence_acc(acc[1]);
+            if (kt > 0 && lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+            ++g;
+            ++kt;
+        } while (kt < KT);
+        wg_wait<0>();
+        wg_fence_acc(acc[0]);
+        wg_fence_acc(acc[1]);
+        if (lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+
+        if (s >= 2) {  // this consumer's previous tile's copies have read its staging rows
+            if (ctid < BM) bulk_wait_read();
+            consumer_sync(c);
+        }
+        const int row = warp * 16 + (lane >> 2);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) hop_store<true>(stg + h * 64 * HOP_PP_LD, HOP_PP_LD, acc[h], row, n0, M, Nn, true);
+        fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
+        consumer_sync(c);
+        if (m0 + ctid < M)  // a row each
+            bulk_store(out + (size_t)(m0 + ctid) * Nn + n0, stg + ctid * HOP_PP_LD, (unsigned)min(BN, Nn - n0) * 2);
+        bulk_commit();
+    }
+    bulk_wait();  // every copy written before the block ends
+}
+
 // out[M,Nn] = A B (+ bias[n]) through epilogue EPI with aux; operand layouts as mm_tile's (AK: A stored [M][K],
 // BK_MAJOR: B stored [Nn][K]). The gelu epilogues (an exp and a reciprocal a value: in the consumers MM_GELU's cost
 // about as much as the products at K = 768, docs/notes/gpu-speed.md, seventh session) are finished, and every
@@ -476,6 +591,10 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || aligned16(aux));
+    if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn, K)) {
+        mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb);
+        return;
+    }
     // the finishers are the producer's warps 1-3, idle only when its copies are the TMA unit's
     const bool finished = vec && vec_out;
     hop_init_barriers(m, vec);

@@ -467,11 +467,11 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // s % 2), the producer filling one ring of 32 KiB stages with them in slot order. A consumer's products start once
 // the other's last k-tile is waited on (named barrier 9 + c: so that no consumer waits on a stage's phase more than
 // one ahead of the ring), so that one's epilogue (staging, bulk copies, the next tile's bias) runs under the other's
-// products. The same sums in the same order as mm_hopper's (bias first, then the k-tiles in
-// order; the same bits). Why only where 128x256 tiles would leave a fifth or more of their columns empty (small's
-// Nn = 384: 0.0145 ms against 0.0187 at its attn proj): elsewhere the 128x128 tiles' 33% more L2-to-shared bytes a
-// FLOP cost more than the idle tensor pipe they win back (gpt2's qkv 0.217 against 0.189, its lm head 5.26 against
-// 3.89; H200, 2026-12-02, bench/experiments/matmul_forward_ab.py).
+// products. The same sums in the same order as mm_hopper's (bias first, then the k-tiles in order): the same bits.
+// Why only where 128x256 tiles would leave a fifth or more of their columns empty (small's Nn = 384: its attn proj
+// 0.0148 ms against 0.0187): elsewhere the 128x128 tiles' 33% more L2-to-shared bytes a FLOP cost more than the idle
+// tensor pipe they win back (gpt2's qkv 0.217 against 0.189, its lm head 5.26 against 3.89; H200, 2026-12-02,
+// bench/experiments/matmul_forward_ab.py).
 constexpr int HOP_PINGPONG_MAX_K = 1024;
 __device__ __forceinline__ bool hop_pingpong_pays(int Nn, int K) {
     return K <= HOP_PINGPONG_MAX_K && 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn;

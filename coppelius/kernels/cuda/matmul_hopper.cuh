@@ -264,6 +264,13 @@ __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps
     }
 }
 
+// The wgmma descriptor of k16 step kk of an operand's k-tile in shared memory, as mm_tile's (k-tile 64: 128-byte
+// swizzle): K-major rows of 64 k, else mn_atom's atoms.
+template <bool KMAJOR>
+__device__ __forceinline__ unsigned long long hop_desc(const __half* s, int kk) {
+    return KMAJOR ? wg_desc(s + kk * 16, 16, MM_HOP_BK * 16, 1) : wg_desc(s + kk * 16 * 64, MM_HOP_BK * 128, 1024, 1);
+}
+
 // Consumer c's part of one tile: acc += its 64 rows of A times B over the KT k-tiles from ring position g, and,
 // when BIAS_SUM, bias_acc += A times a 16x8 tile of ones (the rows' sums, dbias, on the tensor cores). A template
 // argument, not a flag: a wgmma under a branch had ptxas fence the products around it (C7519) in every block.
@@ -282,11 +289,8 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
         const __half* sB = m.stages + st * (BM + BN) * BK + BM * BK;
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {  // descriptors as mm_tile's (k-tile 64: 128-byte swizzle)
-            const unsigned long long a = AK ? wg_desc(sA + kk * 16, 16, BK * 16, 1)
-                                            : wg_desc(sA + kk * 16 * 64, BK * 128, 1024, 1);
-            const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, 1)
-                                                  : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            const unsigned long long a = hop_desc<AK>(sA, kk), b = hop_desc<BK_MAJOR>(sB, kk);
             wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
             // every element of the ones tile is 1, so its layout is immaterial: no swizzle, 8-row cores
             if (BIAS_SUM) wgmma_m64n8k16<AK ? 0 : 1, 0>(bias_acc, a, wg_desc(m.staging, 128, 256, 0));
@@ -535,15 +539,10 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
-                const unsigned long long b = BK_MAJOR ? wg_desc(sB + kk * 16, 16, BK * 16, 1)
-                                                      : wg_desc(sB + kk * 16 * 64, BK * 128, 1024, 1);
+                const unsigned long long b = hop_desc<BK_MAJOR>(sB, kk);
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const __half* sAh = sA + h * 64 * BK;
-                    const unsigned long long a = AK ? wg_desc(sAh + kk * 16, 16, BK * 16, 1)
-                                                    : wg_desc(sAh + kk * 16 * 64, BK * 128, 1024, 1);
-                    wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc[h], a, b);
-                }
+                for (int h = 0; h < 2; ++h)
+                    wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc[h], hop_desc<AK>(sA + h * 64 * BK, kk), b);
             }
             wg_commit();
             wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer

@@ -24,13 +24,13 @@ def time_epilogues(gpu, N: int, C: int, OC: int) -> dict[str, float]:
     dout, w_proj, dfch = gpu.put(tc.h16_timing(rng, N, C)), gpu.put(tc.h16_timing(rng, C, OC)), gpu.alloc(N * OC * 2)
     fc, proj = {"N": N, "C": C, "OC": OC}, {"N": N, "C": OC, "OC": C}  # the fc layer; the fc projection's
     plain = gpu.prepare("matmul_forward", {"out": fch, "inp": inp, "weight": weight, "bias": bias, **fc})
-    fused = gpu.prepare("matmul_forward_gelu", {"out": fch, "out_gelu": fch_gelu, "inp": inp, "weight": weight,
+    fused = gpu.prepare("matmul_forward_gelu", {"slope": fch, "out_gelu": fch_gelu, "inp": inp, "weight": weight,
                                                 "bias": bias, **fc})
     gelu = gpu.prepare("gelu_forward", {"out": fch_gelu, "inp": fch, "N": N * OC})
     backward = gpu.prepare("matmul_backward_input", {"dinp": dfch, "dout": dout, "weight": w_proj, **proj})
-    gelu_backward = gpu.prepare("gelu_backward", {"dinp": dfch, "inp": fch, "dout": dfch, "N": N * OC})
+    gelu_backward = gpu.prepare("gelu_backward", {"dinp": dfch, "slope": fch, "dout": dfch, "N": N * OC})
     backward_gelu = gpu.prepare("matmul_backward_input_gelu", {"dinp": dfch, "dout": dout, "weight": w_proj,
-                                                               "pre_gelu": fch, **proj})
+                                                               "slope": fch, **proj})
     times = {"forward": gpu.timer(plain, reps=50), "forward_gelu": gpu.timer(fused, reps=50),
              "gelu": gpu.timer(gelu, reps=50), "backward_input": gpu.timer(backward, reps=50),
              "backward_pair": gpu.timer(lambda: (backward(), gelu_backward()), reps=50),

@@ -45,16 +45,16 @@ CATALOG = (
     Kernel(15, "matmul_forward", (("out", "f16*", "w"), ("inp", "f16*", "r"), ("weight", "f16*", "r"),
                                   ("bias", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
                                   ("OC", "i32", None))),
-    # out = the matmul_forward above; out_gelu = gelu(out), computed from out's fp16 values
-    Kernel(19, "matmul_forward_gelu", (("out", "f16*", "w"), ("out_gelu", "f16*", "w"), ("inp", "f16*", "r"),
+    # x = the matmul_forward above, its fp16 values (not stored): slope = gelu'(x), out_gelu = gelu(x)
+    Kernel(19, "matmul_forward_gelu", (("slope", "f16*", "w"), ("out_gelu", "f16*", "w"), ("inp", "f16*", "r"),
                                        ("weight", "f16*", "r"), ("bias", "f16*", "r"), ("N", "i32", None),
                                        ("C", "i32", None), ("OC", "i32", None))),
     Kernel(13, "matmul_backward_input", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
                                          ("N", "i32", None), ("C", "i32", None), ("OC", "i32", None))),
-    # dinp = the matmul_backward_input above, then times gelu's slope at pre_gelu, from dinp's fp16 values (as
+    # dinp = the matmul_backward_input above, then times slope (matmul_forward_gelu's), from dinp's fp16 values (as
     # gelu_backward would)
     Kernel(23, "matmul_backward_input_gelu", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
-                                              ("pre_gelu", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
+                                              ("slope", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
                                               ("OC", "i32", None))),
     # dweight = dout^T inp (+ dweight when accumulate is 1: then dweight is rw); dbias = column sums of dout
     Kernel(14, "matmul_backward_weight", (("dweight", "f16*", "w"), ("dbias", "f16*", "w"), ("dout", "f16*", "r"),
@@ -67,7 +67,8 @@ CATALOG = (
                                      ("out", "f16*", "r"), ("lse", "f32*", "r"), ("B", "i32", None),
                                      ("T", "i32", None), ("C", "i32", None), ("NH", "i32", None))),
     Kernel(10, "gelu_forward", (("out", "f16*", "w"), ("inp", "f16*", "r"), ("N", "i32", None))),
-    Kernel(9, "gelu_backward", (("dinp", "f16*", "w"), ("inp", "f16*", "r"), ("dout", "f16*", "r"),
+    # dinp = dout times gelu's slope (matmul_forward_gelu's)
+    Kernel(9, "gelu_backward", (("dinp", "f16*", "w"), ("slope", "f16*", "r"), ("dout", "f16*", "r"),
                                 ("N", "i32", None))),
     # residual = inp1 + inp2 (as residual_forward), then out, mean, rstd = layernorm_forward of residual: one launch
     Kernel(22, "residual_layernorm_forward", (("residual", "f16*", "w"), ("out", "f16*", "w"), ("mean", "f32*", "w"),
@@ -141,7 +142,8 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
                 "partials": layernorm_backward_blocks(N) * 2 * C}
     if kernel.startswith("matmul"):
         N, C, OC = s["N"], s["C"], s["OC"]
-        return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "pre_gelu": N * C,
+        slope = N * OC if kernel == "matmul_forward_gelu" else N * C  # out's shape, or dinp's
+        return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "slope": slope,
                 "weight": OC * C, "dweight": OC * C, "bias": OC, "dbias": OC}
     if kernel.startswith("attention"):
         B, T, C, NH = s["B"], s["T"], s["C"], s["NH"]

@@ -36,7 +36,7 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                              {"Vp", I32_SCALAR}}},
     {"encoder_forward", 8, {{"out", F16_PTR}, {"tokens", I32_PTR}, {"wte", F16_PTR}, {"wpe", F16_PTR},
                             {"B", I32_SCALAR}, {"T", I32_SCALAR}, {"C", I32_SCALAR}, {"Vp", I32_SCALAR}}},
-    {"gelu_backward", 4, {{"dinp", F16_PTR}, {"inp", F16_PTR}, {"dout", F16_PTR}, {"N", I32_SCALAR}}},
+    {"gelu_backward", 4, {{"dinp", F16_PTR}, {"slope", F16_PTR}, {"dout", F16_PTR}, {"N", I32_SCALAR}}},
     {"gelu_forward", 3, {{"out", F16_PTR}, {"inp", F16_PTR}, {"N", I32_SCALAR}}},
     {"layernorm_backward", 9, {{"dinp", F16_PTR}, {"partials", F32_PTR}, {"dout", F16_PTR}, {"inp", F16_PTR},
                                {"weight", F16_PTR}, {"mean", F32_PTR}, {"rstd", F32_PTR}, {"N", I32_SCALAR},
@@ -55,7 +55,7 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
     {"crossentropy_forward_backward", 8, {{"losses", F32_PTR}, {"dlogits", F16_PTR}, {"logits", F16_PTR},
                                           {"targets", I32_PTR}, {"N", I32_SCALAR}, {"V", I32_SCALAR},
                                           {"Vp", I32_SCALAR}, {"scale", F32_SCALAR}}},
-    {"matmul_forward_gelu", 8, {{"out", F16_PTR}, {"out_gelu", F16_PTR}, {"inp", F16_PTR}, {"weight", F16_PTR},
+    {"matmul_forward_gelu", 8, {{"slope", F16_PTR}, {"out_gelu", F16_PTR}, {"inp", F16_PTR}, {"weight", F16_PTR},
                                 {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}}},
     {"encoder_sort", 5, {{"order", I32_PTR}, {"first", I32_PTR}, {"tokens", I32_PTR}, {"N", I32_SCALAR},
                          {"Vp", I32_SCALAR}}},
@@ -65,7 +65,7 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                                         {"rstd", F32_PTR}, {"inp1", F16_PTR}, {"inp2", F16_PTR}, {"weight", F16_PTR},
                                         {"bias", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR}}},
     {"matmul_backward_input_gelu", 7, {{"dinp", F16_PTR}, {"dout", F16_PTR}, {"weight", F16_PTR},
-                                       {"pre_gelu", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR},
+                                       {"slope", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR},
                                        {"OC", I32_SCALAR}}},
 };
 
@@ -165,7 +165,7 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
         set_extent(args, elements, "out_gelu", N * OC);
         set_extent(args, elements, "inp", N * C), set_extent(args, elements, "dinp", N * C);
-        set_extent(args, elements, "pre_gelu", N * C);
+        set_extent(args, elements, "slope", args->kernel == MATMUL_FORWARD_GELU ? N * OC : N * C);  // out's or dinp's
         set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
         set_extent(args, elements, "bias", OC), set_extent(args, elements, "dbias", OC);
         break;

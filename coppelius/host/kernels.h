@@ -36,11 +36,11 @@ int layernorm_backward_blocks(int N);
 void matmul_forward(half* out, const half* inp, const half* weight, const half* bias, int N, int C, int OC);
 // dinp (N,C) = dout (N,OC) @ weight (OC,C)
 void matmul_backward_input(half* dinp, const half* dout, const half* weight, int N, int C, int OC);
-// dinp as matmul_backward_input, then gelu_backward of its fp16 values at pre_gelu (N,C), in place
-void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* pre_gelu, int N, int C,
+// dinp as matmul_backward_input, then gelu_backward of its fp16 values with slope (N,C), in place
+void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* slope, int N, int C,
                                 int OC);
-// out as matmul_forward; out_gelu (N,OC) = gelu(out), from out's fp16 values
-void matmul_forward_gelu(half* out, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
+// x as matmul_forward (its fp16 values, not stored): slope (N,OC) = gelu'(x), out_gelu (N,OC) = gelu(x)
+void matmul_forward_gelu(half* slope, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
                          int C, int OC);
 // dweight (OC,C) = dout^T @ inp (+ dweight when accumulate); dbias (OC) = column sums of dout (if not null)
 void matmul_backward_weight(half* dweight, half* dbias, const half* dout, const half* inp, int N, int C, int OC,
@@ -51,7 +51,10 @@ void attention_forward(half* out, float* lse, const half* qkv, int B, int T, int
 void attention_backward(half* dqkv, const half* dout, const half* qkv, const half* out, const float* lse,
                         int B, int T, int C, int NH);
 void gelu_forward(half* out, const half* inp, int N);
-void gelu_backward(half* dinp, const half* inp, const half* dout, int N);
+// dinp = dout * slope (matmul_forward_gelu's)
+void gelu_backward(half* dinp, const half* slope, const half* dout, int N);
+// out_gelu = gelu(x), x replaced by gelu'(x) (matmul_forward_gelu's second half)
+void gelu_value_slope(half* x_to_slope, half* out_gelu, int N);
 void residual_forward(half* out, const half* inp1, const half* inp2, int N);
 // losses (N) = -log softmax(logits (N,Vp)[:, :V])[target]
 void crossentropy_forward(float* losses, const half* logits, const int32_t* targets, int N, int V, int Vp);

@@ -135,16 +135,16 @@ void matmul_backward_input(half* dinp, const half* dout, const half* weight, int
     product(&job, N);
 }
 
-void matmul_forward_gelu(half* out, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
+void matmul_forward_gelu(half* slope, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
                          int C, int OC) {
-    matmul_forward(out, inp, weight, bias, N, C, OC);
-    gelu_forward(out_gelu, out, N * OC);
+    matmul_forward(slope, inp, weight, bias, N, C, OC);  // the products, replaced by their slopes in place
+    gelu_value_slope(slope, out_gelu, N * OC);
 }
 
-void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* pre_gelu, int N, int C,
+void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* slope, int N, int C,
                                 int OC) {
     matmul_backward_input(dinp, dout, weight, N, C, OC);
-    gelu_backward(dinp, pre_gelu, dinp, N * C);  // element i read, then written: in place is safe
+    gelu_backward(dinp, slope, dinp, N * C);  // element i read, then written: in place is safe
 }
 
 typedef struct { half* dbias; const float* dout; int N, OC; } bias_job;

@@ -30,20 +30,34 @@ void gelu_forward(half* out, const half* inp, int N) {
     parallel_for(N, GRAIN, gelu_forward_range, &job);
 }
 
-// dinp = dout * (0.5 (1 + th) + 0.5 x sech^2 s (1 + 3 a x^2)), th = tanh(s (x + a x^3))
-static void gelu_backward_range(void* context, long start, long end) {
-    const binary_job* job = context;
+// out_gelu = gelu(x), then x = 0.5 (1 + th) + 0.5 x sech^2 s (1 + 3 a x^2) (the slope), th = tanh(s (x + a x^3))
+typedef struct { half* x_to_slope; half* out_gelu; } gelu_job;
+
+static void gelu_value_slope_range(void* context, long start, long end) {
+    const gelu_job* job = context;
     for (long i = start; i < end; i++) {
-        float x = half_to_float(job->a[i]);
+        float x = half_to_float(job->x_to_slope[i]);
         float th = tanh_f(GELU_SCALE * (x + GELU_A * x * x * x));
         float sech2 = 1.0f - th * th;
-        float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + GELU_3A * x * x);
-        job->out[i] = float_to_half(half_to_float(job->b[i]) * local);
+        job->out_gelu[i] = float_to_half(0.5f * x * (1.0f + th));
+        float slope = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + GELU_3A * x * x);
+        job->x_to_slope[i] = float_to_half(slope);
     }
 }
 
-void gelu_backward(half* dinp, const half* inp, const half* dout, int N) {
-    binary_job job = {dinp, inp, dout};
+void gelu_value_slope(half* x_to_slope, half* out_gelu, int N) {
+    gelu_job job = {x_to_slope, out_gelu};
+    parallel_for(N, GRAIN, gelu_value_slope_range, &job);
+}
+
+// dinp = dout * slope (the product of two halves is exact in float: one rounding)
+static void gelu_backward_range(void* context, long start, long end) {
+    const binary_job* job = context;
+    for (long i = start; i < end; i++) job->out[i] = float_to_half(half_to_float(job->b[i]) * half_to_float(job->a[i]));
+}
+
+void gelu_backward(half* dinp, const half* slope, const half* dout, int N) {
+    binary_job job = {dinp, slope, dout};
     parallel_for(N, GRAIN, gelu_backward_range, &job);
 }
 

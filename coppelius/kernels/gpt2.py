@@ -69,7 +69,7 @@ def backward(params, cache):
         a, g = cache["layers"][l], {}
         # MLP branch: residual3 = residual2 + fcproj
         dfch_gelu, g["fcprojw"], g["fcprojb"] = k.matmul_backward(dresidual, a["fch_gelu"], p["fcprojw"][l], True)
-        dfch = k.gelu_backward(dfch_gelu, a["fch"])
+        dfch = k.gelu_backward(dfch_gelu, k.gelu_slope(a["fch"]))
         dln2, g["fcw"], g["fcb"] = k.matmul_backward(dfch, a["ln2"], p["fcw"][l], True)
         dx, g["ln2w"], g["ln2b"] = k.layernorm_backward(dln2, a["residual2"], p["ln2w"][l],
                                                         a["ln2_mean"], a["ln2_rstd"])

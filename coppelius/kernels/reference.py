@@ -14,7 +14,8 @@ matmul       out = x @ w.T (+ b), w stored (OC, C) like llm.c.
 attention    causal multi-head softmax(q k^T / sqrt(hs)) v from packed qkv (B,T,3C); only
              the log-sum-exp of each query row is saved (flash-attention style) and the
              probabilities are recomputed in the backward.
-gelu         tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+gelu         tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); the forward also
+             gives the slope d gelu / dx, which the backward multiplies the gradient by.
 residual     a + b.
 crossentropy per-row -log softmax(logits[:, :vocab])[target]; its backward is
              (softmax - onehot) * scale, exact zeros in padding columns.
@@ -142,12 +143,16 @@ def gelu_forward(x):
     return 0.5 * x * (1.0 + np.tanh(s * (x + _GELU_A * x * x * x)))
 
 
-def gelu_backward(dout, x):
+def gelu_slope(x):
+    """d gelu / dx at x: what the forward stores for the backward (llm.c recomputes it there from x)."""
     s = x.dtype.type(np.sqrt(2.0 / np.pi))
     th = np.tanh(s * (x + _GELU_A * x * x * x))
     sech2 = 1.0 - th * th
-    local = 0.5 * (1.0 + th) + 0.5 * x * sech2 * s * (1.0 + 3.0 * _GELU_A * x * x)
-    return dout * local
+    return 0.5 * (1.0 + th) + 0.5 * x * sech2 * s * (1.0 + 3.0 * _GELU_A * x * x)
+
+
+def gelu_backward(dout, slope):
+    return dout * slope
 
 
 def residual_forward(a, b):

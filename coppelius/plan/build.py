@@ -59,7 +59,7 @@ def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
         layer("qkv", "f16", B, T, 3 * C), layer("atty", "f16", B, T, C), layer("att_lse", "f32", B, NH, T),
         layer("attproj", "f16", B, T, C), layer("residual2", "f16", B, T, C),
         layer("ln2", "f16", B, T, C), layer("ln2_mean", "f32", B, T), layer("ln2_rstd", "f32", B, T),
-        layer("fch", "f16", B, T, 4 * C), layer("fch_gelu", "f16", B, T, 4 * C),
+        layer("fch_slope", "f16", B, T, 4 * C), layer("fch_gelu", "f16", B, T, 4 * C),
         layer("fcproj", "f16", B, T, C), layer("residual3", "f16", B, T, C),
         step("lnf", "f16", B, T, C), step("lnf_mean", "f32", B, T), step("lnf_rstd", "f32", B, T),
         step("logits", "f16", B, T, Vp), step("losses", "f32", B, T), step("predictions", "i32", B, T),

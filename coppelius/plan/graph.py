@@ -101,7 +101,7 @@ class Step:
                      bias=w("attprojb", l), N=N, C=C, OC=C)
             p.launch("residual_layernorm_forward", residual=self.act("residual2", l), **norm("ln2", l), inp1=residual,
                      inp2=self.act("attproj", l), N=N, C=C)
-            p.launch("matmul_forward_gelu", out=self.act("fch", l), out_gelu=self.act("fch_gelu", l),
+            p.launch("matmul_forward_gelu", slope=self.act("fch_slope", l), out_gelu=self.act("fch_gelu", l),
                      inp=self.act("ln2", l), weight=w("fcw", l), bias=w("fcb", l), N=N, C=C, OC=4 * C)
             p.launch("matmul_forward", out=self.act("fcproj", l), inp=self.act("fch_gelu", l), weight=w("fcprojw", l),
                      bias=w("fcprojb", l), N=N, C=4 * C, OC=C)
@@ -139,10 +139,10 @@ class Step:
             fcproj = {"dinp": self.at("dbt4c"), "dout": self.at("dresidual"), "weight": w("fcprojw", l), "N": N,
                       "C": 4 * C, "OC": C}
             if fuses_gelu_backward(fcproj, p.arch):
-                p.launch("matmul_backward_input_gelu", **fcproj, pre_gelu=self.act("fch", l))
+                p.launch("matmul_backward_input_gelu", **fcproj, slope=self.act("fch_slope", l))
             else:
                 p.launch("matmul_backward_input", **fcproj)
-                p.launch("gelu_backward", dinp=self.at("dbt4c"), inp=self.act("fch", l), dout=self.at("dbt4c"),
+                p.launch("gelu_backward", dinp=self.at("dbt4c"), slope=self.act("fch_slope", l), dout=self.at("dbt4c"),
                          N=N * 4 * C)
             p.launch("matmul_backward_weight", dweight=g("fcw", l), dbias=g("fcb", l), dout=self.at("dbt4c"),
                      inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)

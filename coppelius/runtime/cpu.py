@@ -80,14 +80,16 @@ def matmul_backward_input(dinp, dout, weight, N, C, OC):
     dinp[:] = (f32(dout).reshape(N, OC) @ f32(weight).reshape(OC, C)).ravel()
 
 
-def matmul_forward_gelu(out, out_gelu, inp, weight, bias, N, C, OC):
-    matmul_forward(out, inp, weight, bias, N, C, OC)
-    gelu_forward(out_gelu, out, N * OC)
+def matmul_forward_gelu(slope, out_gelu, inp, weight, bias, N, C, OC):
+    pre = np.empty(N * OC, np.float16)  # the products rounded as matmul_forward stores them
+    matmul_forward(pre, inp, weight, bias, N, C, OC)
+    slope[:] = ref.gelu_slope(f32(pre))
+    gelu_forward(out_gelu, pre, N * OC)
 
 
-def matmul_backward_input_gelu(dinp, dout, weight, pre_gelu, N, C, OC):
+def matmul_backward_input_gelu(dinp, dout, weight, slope, N, C, OC):
     matmul_backward_input(dinp, dout, weight, N, C, OC)
-    gelu_backward(dinp, pre_gelu, dinp, N * C)
+    gelu_backward(dinp, slope, dinp, N * C)
 
 
 def matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC, accumulate):
@@ -112,8 +114,8 @@ def gelu_forward(out, inp, N):
     out[:] = ref.gelu_forward(f32(inp))
 
 
-def gelu_backward(dinp, inp, dout, N):
-    dinp[:] = ref.gelu_backward(f32(dout), f32(inp))
+def gelu_backward(dinp, slope, dout, N):
+    dinp[:] = ref.gelu_backward(f32(dout), f32(slope))
 
 
 def residual_forward(out, inp1, inp2, N):

@@ -312,44 +312,47 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
 
 
 def _gelu_epilogue(g, N, C, OC, p: dict, r, tag):
-    """matmul_forward_gelu gives the bits of the unfused launches it replaces (matmul_forward, then gelu_forward on
-    the GPU), and its gelu is the float64 gelu of the rounded products."""
+    """matmul_forward_gelu's gelu has the bits of the unfused launches (matmul_forward, then gelu_forward on the GPU),
+    and its gelu and slope are the float64 ones at the rounded products (matmul_forward's)."""
     sc = {"N": N, "C": C, "OC": OC}
-    p_out, p_gelu, p_want = g.alloc(N * OC * 2), g.alloc(N * OC * 2), g.alloc(N * OC * 2)
+    p_out, p_gelu, p_want, p_slope = (g.alloc(N * OC * 2) for _ in range(4))
     run_twice(g, "matmul_forward", {"out": p_out, "inp": p["inp"], "weight": p["weight"], "bias": p["bias"], **sc},
               {"out": (p_out, np.float16, N * OC)})
     g.launch("gelu_forward", {"out": p_want, "inp": p_out, "N": N * OC})
-    unfused = {"out": g.get(p_out, np.float16, N * OC), "out_gelu": g.get(p_want, np.float16, N * OC)}
-    fused = run_twice(g, "matmul_forward_gelu", {"out": p_out, "out_gelu": p_gelu, "inp": p["inp"],
+    unfused = g.get(p_want, np.float16, N * OC)
+    fused = run_twice(g, "matmul_forward_gelu", {"slope": p_slope, "out_gelu": p_gelu, "inp": p["inp"],
                                                  "weight": p["weight"], "bias": p["bias"], **sc},
-                      {"out": (p_out, np.float16, N * OC), "out_gelu": (p_gelu, np.float16, N * OC)})
-    for name in ("out", "out_gelu"):
-        assert fused[name].tobytes() == unfused[name].tobytes(), f"fwd_gelu {tag}: {name} differs from the unfused"
-    pre = fused["out"].reshape(N, OC)[r].astype(np.float64)
+                      {"slope": (p_slope, np.float16, N * OC), "out_gelu": (p_gelu, np.float16, N * OC)})
+    assert fused["out_gelu"].tobytes() == unfused.tobytes(), f"fwd_gelu {tag}: out_gelu differs from the unfused"
+    pre = g.get(p_out, np.float16, N * OC).reshape(N, OC)[r].astype(np.float64)
     compare(f"fwd_gelu {tag}", fused["out_gelu"].reshape(N, OC)[r], ref.gelu_forward(pre), TOL_FP16)
+    compare(f"fwd_gelu_slope {tag}", fused["slope"].reshape(N, OC)[r], ref.gelu_slope(pre), TOL_FP16)
 
 
 def _gelu_backward_epilogue(g, rng, N, C, OC, p: dict, r, tag, host_operands=None):
     """matmul_backward_input_gelu gives the bits of the unfused launches it replaces (matmul_backward_input, then
-    gelu_backward on the GPU), and its values are the float64 gelu slope at pre_gelu times the rounded products
-    (host_operands: dout and weight, for the cpu device's figure beside it)."""
+    gelu_backward on the GPU), which are the rounded products times the slopes rounded once (host_operands: dout and
+    weight, for the cpu device's figure beside it)."""
     sc = {"N": N, "C": C, "OC": OC}
-    pre = h16(rng, N, C, scale=2.0)
-    p_pre, p_prod, p_want, p_dinp = g.put(pre), g.alloc(N * C * 2), g.alloc(N * C * 2), g.alloc(N * C * 2)
+    slope = h16(rng, N, C, scale=1.0)
+    p_slope, p_prod, p_want, p_dinp = g.put(slope), g.alloc(N * C * 2), g.alloc(N * C * 2), g.alloc(N * C * 2)
     run_twice(g, "matmul_backward_input", {"dinp": p_prod, "dout": p["dout"], "weight": p["weight"], **sc},
               {"dinp": (p_prod, np.float16, N * C)})
-    g.launch("gelu_backward", {"dinp": p_want, "inp": p_pre, "dout": p_prod, "N": N * C})
+    g.launch("gelu_backward", {"dinp": p_want, "slope": p_slope, "dout": p_prod, "N": N * C})
     unfused = g.get(p_want, np.float16, N * C)
     fused = run_twice(g, "matmul_backward_input_gelu", {"dinp": p_dinp, "dout": p["dout"], "weight": p["weight"],
-                                                        "pre_gelu": p_pre, **sc},
+                                                        "slope": p_slope, **sc},
                       {"dinp": (p_dinp, np.float16, N * C)})["dinp"]
     assert fused.tobytes() == unfused.tobytes(), f"bwd_input_gelu {tag}: dinp differs from the unfused"
-    product = g.get(p_prod, np.float16, N * C).reshape(N, C)[r].astype(np.float64)
-    want = ref.gelu_backward(product, pre[r].astype(np.float64))
+    product = g.get(p_prod, np.float16, N * C)
+    rounded_once = (product.astype(np.float32) * slope.ravel().astype(np.float32)).astype(np.float16)
+    assert fused.tobytes() == rounded_once.tobytes(), f"bwd_input_gelu {tag}: not the product rounded once"
+    want = ref.gelu_backward(product.reshape(N, C)[r].astype(np.float64), slope[r].astype(np.float64))
     c_out = None
     if host_operands is not None:
         c_out = np.empty(N * C, np.float16)
-        cpu.matmul_backward_input_gelu(c_out, host_operands[0].ravel(), host_operands[1].ravel(), pre.ravel(), N, C, OC)
+        cpu.matmul_backward_input_gelu(c_out, host_operands[0].ravel(), host_operands[1].ravel(), slope.ravel(), N, C,
+                                       OC)
         c_out = c_out.reshape(N, C)[r]
     compare(f"bwd_input_gelu {tag}", fused.reshape(N, C)[r], want, TOL_FP16, c_out)
 

@@ -41,10 +41,10 @@ TOLERANCE = {
     "layernorm_backward": {"dinp": HALF_SUMS, "partials": FLOAT_SUMS},
     "layernorm_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "matmul_forward": {"out": HALF_SUMS}, "matmul_backward_input": {"dinp": HALF_SUMS},
-    "matmul_forward_gelu": {"out": HALF_SUMS, "out_gelu": HALF_SUMS}, "matmul_backward_input_gelu": {"dinp": HALF_SUMS},
+    "matmul_forward_gelu": {"slope": HALF_SUMS, "out_gelu": HALF_SUMS}, "matmul_backward_input_gelu": {"dinp": HALF_SUMS},
     "matmul_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "attention_forward": {"out": HALF_SUMS, "lse": FLOAT_SUMS}, "attention_backward": {"dqkv": HALF_SUMS},
-    "gelu_forward": {"out": HALF_SUMS}, "gelu_backward": {"dinp": HALF_SUMS},
+    "gelu_forward": {"out": HALF_SUMS}, "gelu_backward": {"dinp": EXACT},
     "crossentropy_forward": {"losses": FLOAT_SUMS}, "crossentropy_backward": {"dlogits": HALF_SUMS},
     "crossentropy_forward_backward": {"losses": FLOAT_SUMS, "dlogits": HALF_SUMS},
 }
@@ -106,7 +106,7 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
                 "weight": _half(rng, out_width, width, scale=0.2), "bias": _half(rng, out_width)}, \
             {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_forward_gelu":
-        return {"out": np.zeros(rows * out_width, np.float16), "out_gelu": np.zeros(rows * out_width, np.float16),
+        return {"slope": np.zeros(rows * out_width, np.float16), "out_gelu": np.zeros(rows * out_width, np.float16),
                 "inp": _half(rng, rows, width), "weight": _half(rng, out_width, width, scale=0.2),
                 "bias": _half(rng, out_width)}, {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_input":
@@ -114,7 +114,7 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
                 "weight": _half(rng, out_width, width, scale=0.2)}, {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_input_gelu":
         return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
-                "weight": _half(rng, out_width, width, scale=0.2), "pre_gelu": _half(rng, rows, width, scale=3.0)}, \
+                "weight": _half(rng, out_width, width, scale=0.2), "slope": _half(rng, rows, width)}, \
             {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_weight":
         return {"dweight": _half(rng, out_width, width), "dbias": np.zeros(out_width, np.float16),
@@ -135,7 +135,7 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         if kernel == "gelu_forward":
             return {"out": np.zeros(n, np.float16), "inp": x}, {"N": n}
         if kernel == "gelu_backward":
-            return {"dinp": np.zeros(n, np.float16), "inp": x, "dout": _half(rng, n)}, {"N": n}
+            return {"dinp": np.zeros(n, np.float16), "slope": _half(rng, n), "dout": x}, {"N": n}
         return {"out": np.zeros(n, np.float16), "inp1": x, "inp2": _half(rng, n)}, {"N": n}
     logits = _half(rng, N, VP, scale=2.0)
     targets = rng.integers(0, V, N).astype(np.int32)

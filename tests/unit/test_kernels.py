@@ -117,7 +117,8 @@ def test_gelu_backward():
     r = rng(5)
     x = r.normal(size=(N, C)) * 3
     dout = r.normal(size=(N, C))
-    dx = k.gelu_backward(dout, x)
+    slope = k.gelu_slope(x)
+    dx = k.gelu_backward(dout, slope)
     loss = lambda: float((k.gelu_forward(x) * dout).sum())
     check("gelu dx", dx, numeric_grad(loss, x))
     s = np.sqrt(2 / np.pi)
@@ -284,7 +285,7 @@ def test_float32_stays_float32():
         out, mean, rstd, *k.layernorm_backward(f(N, C), x, w, mean, rstd),
         k.matmul_forward(x, f(3, C), f(3)), *k.matmul_backward(f(N, 3), x, f(3, C), True),
         att, lse, k.attention_backward(f(B, T, C), qkv, att, lse, NH),
-        k.gelu_forward(x), k.gelu_backward(f(N, C), x), k.residual_forward(x, x),
+        k.gelu_forward(x), k.gelu_slope(x), k.gelu_backward(f(N, C), x), k.residual_forward(x, x),
         k.crossentropy_forward(logits, targets, VOCAB),
         k.crossentropy_backward(logits, targets, VOCAB, np.float64(1.0 / N)),
     ]

@@ -26,15 +26,15 @@ extern "C" __global__ void __launch_bounds__(256) gelu_forward(__half* out, cons
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    gelu_backward(__half* dinp, const __half* inp, const __half* dout, int N) {
+    gelu_backward(__half* dinp, const __half* slope, const __half* dout, int N) {
     cpl::grid_dependency();
     using namespace cpl;
     const i64 i = pack_start();
     if (i >= N) return;
-    const bool vec = aligned16(dinp) && aligned16(inp) && aligned16(dout);
-    Pack x = load_pack(inp, i, N, vec), g = load_pack(dout, i, N, vec), y;
+    const bool vec = aligned16(dinp) && aligned16(slope) && aligned16(dout);
+    Pack s = load_pack(slope, i, N, vec), g = load_pack(dout, i, N, vec), y;
 #pragma unroll
-    for (int k = 0; k < PACK; ++k) y.v[k] = g.v[k] * gelu_local(x.v[k]);
+    for (int k = 0; k < PACK; ++k) y.v[k] = g.v[k] * s.v[k];  // exact in fp32: gelu_backward_pair's bits
     store_pack(dinp, i, N, vec, y);
 }
 

@@ -62,10 +62,10 @@ __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float 
     }
 }
 
-// What the epilogue does with the fp32 results (the catalog's matmuls): store them rounded (MM_PLAIN); store them and
-// their gelu (computed from the rounded values, as gelu_forward would) to aux of out's shape [M][Nn]
-// (matmul_forward_gelu: aux = out_gelu); or store the rounded values times gelu's slope at aux (as gelu_backward
-// would, with aux read: matmul_backward_input_gelu, aux = pre_gelu).
+// What the epilogue does with the fp32 results (the catalog's matmuls): store them rounded (MM_PLAIN); store gelu's
+// slope at the rounded values to out and their gelu to aux, of out's shape [M][Nn] (matmul_forward_gelu: out = slope,
+// aux = out_gelu; gelu.cuh); or store the rounded values times the slope aux holds (as gelu_backward would, with aux
+// read: matmul_backward_input_gelu, aux = slope).
 enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD };
 
 template <int EPI>
@@ -74,7 +74,7 @@ __device__ __forceinline__ bool mm_pairs_ok(const __half* out, const __half* aux
     return (Nn & 1) == 0 && (bits & 3) == 0;
 }
 
-// aux's two values at element `at` = [row][col] (0 past Nn): gelu's inputs for MM_GELU_BACKWARD.
+// aux's two values at element `at` = [row][col] (0 past Nn): gelu's slopes for MM_GELU_BACKWARD.
 __device__ __forceinline__ __half2 mm_aux_pair(const __half* aux, size_t at, int col, int Nn, bool pair_ok) {
     if (pair_ok && col + 1 < Nn) return *reinterpret_cast<const __half2*>(aux + at);
     const __half zero = __float2half_rn(0.f);
@@ -93,12 +93,13 @@ __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_
     v0 = __half2float(__float2half_rn(v0));
     v1 = __half2float(__float2half_rn(v1));
     if (EPI == MM_GELU_BACKWARD) {
-        const float2 p = __half22float2(x);
-        mm_store_pair(out + at, col, Nn, v0 * cpl::gelu_local(p.x), v1 * cpl::gelu_local(p.y), false, pair_ok);
+        const float2 slope = __half22float2(x);
+        mm_store_pair(out + at, col, Nn, v0 * slope.x, v1 * slope.y, false, pair_ok);  // gelu_backward_pair's bits
         return;
     }
-    mm_store_pair(out + at, col, Nn, v0, v1, false, pair_ok);
-    mm_store_pair(aux + at, col, Nn, cpl::gelu_value(v0), cpl::gelu_value(v1), false, pair_ok);
+    const cpl::GeluValueSlope g0 = cpl::gelu_value_slope(v0), g1 = cpl::gelu_value_slope(v1);
+    mm_store_pair(out + at, col, Nn, g0.slope, g1.slope, false, pair_ok);
+    mm_store_pair(aux + at, col, Nn, g0.value, g1.value, false, pair_ok);
 }
 
 // The column-tile / row-tile of a 1-D block index, in groups of 8 row tiles so that the blocks
@@ -490,13 +491,13 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
     coptc::mm_dispatch<true, true>(out, nullptr, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
 
-// matmul_forward, and out_gelu = gelu(out)
+// matmul_forward's products rounded to fp16, x: slope = gelu'(x), out_gelu = gelu(x) (gelu.cuh)
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
-    matmul_forward_gelu(__half* out, __half* out_gelu, const __half* inp, const __half* weight, const __half* bias,
+    matmul_forward_gelu(__half* slope, __half* out_gelu, const __half* inp, const __half* weight, const __half* bias,
                         int N, int C, int OC) {
     cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true, coptc::MM_GELU>(out, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
+    coptc::mm_dispatch<true, true, coptc::MM_GELU>(slope, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
                                                    vec, 1);
 }
 
@@ -508,13 +509,13 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
     coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 
-// matmul_backward_input, then dinp *= gelu'(pre_gelu) from dinp's fp16 values (gelu_backward's bits, in one pass)
+// matmul_backward_input, then dinp *= slope from dinp's fp16 values (gelu_backward's bits, in one pass)
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
-    matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* pre_gelu, int N,
+    matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* slope, int N,
                                int C, int OC) {
     cpl::grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(pre_gelu), dout, weight,
+    coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(slope), dout, weight,
                                                              nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
 

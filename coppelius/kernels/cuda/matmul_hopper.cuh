@@ -331,32 +331,42 @@ __device__ __forceinline__ void named_arrive(int id) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
 }
 
-// A 16-byte chunk of 8 products times gelu's slope at pre's 8 (matmul_backward_input_gelu's epilogue), in place.
-__device__ __forceinline__ void hop_gelu_slope_chunk(uint4& v, const uint4& pre) {
+// A 16-byte chunk of 8 products times gelu's 8 slopes (matmul_backward_input_gelu's epilogue), in place.
+__device__ __forceinline__ void hop_gelu_backward_chunk(uint4& v, const uint4& slope) {
+    __half2* w = reinterpret_cast<__half2*>(&v);
+    const __half2* x = reinterpret_cast<const __half2*>(&slope);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w[j] = cpl::gelu_backward_pair(w[j], x[j]);
+}
+
+// A 16-byte chunk of 8 products to gelu's 8 slopes (in place) and 8 values (matmul_forward_gelu's epilogue).
+__device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
     unsigned* w = reinterpret_cast<unsigned*>(&v);
-    const unsigned* x = reinterpret_cast<const unsigned*>(&pre);
+    unsigned* y = reinterpret_cast<unsigned*>(&value);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
-        const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&x[j]));
-        w[j] = pack_half2(a.x * cpl::gelu_local(p.x), a.y * cpl::gelu_local(p.y));
+        const cpl::GeluValueSlope g0 = cpl::gelu_value_slope(a.x), g1 = cpl::gelu_value_slope(a.y);
+        w[j] = pack_half2(g0.slope, g1.slope);
+        y[j] = pack_half2(g0.value, g1.value);
     }
 }
 
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
-// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (and
-// with GELU their gelu to aux), 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
+// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (with
+// GELU their gelu's slopes to out and values to aux), 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
 // Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).
 // Rows row0 .. row0 + rows - 1 of the staged 64 (by default all; ROWS > 0: the last ROWS, a count ptxas knows), by
-// THREADS threads of which this is thread t. EPI: MM_PLAIN (the rows to out), MM_GELU (and their gelu to aux),
-// MM_GELU_BACKWARD (the rows times gelu's slope at aux's to out; two chunks a batch: four spilled in the consumers).
+// THREADS threads of which this is thread t. EPI: MM_PLAIN (the rows to out), MM_GELU (their gelu's slopes to out,
+// values to aux), MM_GELU_BACKWARD (the rows times aux's slopes to out). The gelus take two chunks a batch: four
+// spilled in the consumers.
 template <int EPI, int THREADS = HOP_FINISHERS, int ROWS = 0>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
                                                  int Nn, int t, int row0 = ROWS ? 64 - ROWS : 0,
                                                  int rows = ROWS ? ROWS : 64) {
-    constexpr int BATCH = EPI == MM_GELU_BACKWARD ? 2 : 4;
+    constexpr int BATCH = EPI == MM_PLAIN ? 4 : 2;
     const int CHUNKS = rows * 32;  // 16-byte chunks of the rows
     const int chunks_in_row = min(256, Nn - n0) / 8;
     for (int i0 = t; i0 < CHUNKS; i0 += BATCH * THREADS) {
@@ -375,20 +385,12 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
             if (!ok[b]) continue;
-            if (EPI == MM_GELU_BACKWARD) {
-                hop_gelu_slope_chunk(v[b], x[b]);
-                *reinterpret_cast<uint4*>(out + at[b]) = v[b];
-                continue;
+            if (EPI == MM_GELU_BACKWARD) hop_gelu_backward_chunk(v[b], x[b]);
+            if (EPI == MM_GELU) {
+                hop_gelu_forward_chunk(v[b], x[b]);
+                *reinterpret_cast<uint4*>(aux + at[b]) = x[b];
             }
             *reinterpret_cast<uint4*>(out + at[b]) = v[b];
-            if (EPI == MM_PLAIN) continue;
-            unsigned* w = reinterpret_cast<unsigned*>(&v[b]);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
-                w[j] = pack_half2(cpl::gelu_value(a.x), cpl::gelu_value(a.y));
-            }
-            *reinterpret_cast<uint4*>(aux + at[b]) = v[b];
         }
     }
 }
@@ -396,24 +398,39 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
 // MM_GELU's three finisher warps take longer than a tile's products (ncu at gpt2's fc: their issue slots 25% busy,
 // fixed-latency waits; without the gelu the launch takes 0.271 ms, with it 0.303), so each consumer finishes the
 // last rows of its own 64 itself after staging them, costing its eight warps less than the wait on the finishers.
-// How many: the shorter the products (K), the more. Measured at gpt2's fc (K = 768; 8, 12, 16, 20 rows: 0.293,
-// 0.292, 0.294, 0.302 ms against 0.303 with none) and small's (K = 384: 0.062, 0.061, 0.058, 0.057 against 0.066),
-// H200, 2026-12-02. (Rows a compile-time count: with a count known at run time ptxas spilled.)
-constexpr int HOP_GELU_SHORT_K = 512, HOP_GELU_ROWS_SHORT_K = 20, HOP_GELU_ROWS = 12;
+// How many: the shorter the products (K), the more. With the gelu's value alone, at gpt2's fc (K = 768; 8, 12, 16, 20
+// rows: 0.293, 0.292, 0.294, 0.302 ms against 0.303 with none) and small's (K = 384: 0.062, 0.061, 0.058, 0.057
+// against 0.066), H200, 2026-12-02. With its slope too (gelu.cuh), rows at short K / long K: 12 / 4: small 0.064,
+// gpt2 0.309; 20 / 12: 0.061, 0.308-0.312; 28 / 20: 0.059, 0.308-0.309 (H200, 2026-12-03,
+// bench/experiments/gelu_epilogues.py). (Rows a compile-time count: with a count known at run time ptxas spilled.)
+constexpr int HOP_GELU_SHORT_K = 512, HOP_GELU_ROWS_SHORT_K = 28, HOP_GELU_ROWS = 20;
 __device__ __forceinline__ int hop_consumer_gelu_rows(int K) {
     return K <= HOP_GELU_SHORT_K ? HOP_GELU_ROWS_SHORT_K : HOP_GELU_ROWS;
 }
 
-// MM_GELU_BACKWARD finishes a staged tile as hop_finish_store does, the rows times gelu's slope at pre's rows to out,
-// pre read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_pre): read
-// a batch at a time after it, their latency left the consumers waiting (0.45 against 0.40 ms for the unfused pair at
-// gpt2's fc projection, H200, 2026-12-02; all of a finisher's 22 chunks ahead spilled, 16 ahead took 0.44).
+// MM_GELU_BACKWARD finishes a staged tile as hop_finish_store does, the rows times the slopes' rows to out, the
+// slopes read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_slope):
+// read a batch at a time after it, their latency left the consumers waiting (H200, 2026-12-02: 0.45 against 0.40 ms
+// for the unfused pair at gpt2's fc projection, when the epilogue still computed the slope; all of a finisher's 22
+// chunks ahead spilled, 16 ahead took 0.44).
 // The consumers finish the last CROWS rows of their 64 themselves (hop_finish_store, as matmul_forward_gelu's), the
-// finishers the rows before them. Rows a consumer takes (gpt2's fc projection, K = 768; small's, K = 384), ms:
-// 0: 0.45-0.49, 0.111; 8: 0.44, 0.099; 12: 0.37-0.41, 0.093; 16: 0.34-0.41, 0.085; 20: 0.36-0.39, 0.079;
-// 24: 0.35-0.40, 0.078; 28: 0.39-0.41, 0.071; 32: -, 0.070; the unfused pair: 0.38-0.42, 0.082 (H200, 2026-12-02).
-constexpr int HOP_GELU_BACKWARD_ROWS_SHORT_K = 32, HOP_GELU_BACKWARD_ROWS = 20;
+// finishers the rows before them: with the slope stored by the forward, a multiply a pair, only at short K. Rows
+// at short K / long K, ms at small's fc projection (K = 384) and gpt2's (K = 768): 0 / 0: 0.056, 0.278; 16 / 8:
+// 0.051-0.052, 0.290-0.298; 16 / 0: 0.051, 0.265-0.270; 24 / 4: 0.056, 0.270-0.296; 32 / 20: 0.059-0.060,
+// 0.313-0.326; the unfused pair 0.080, 0.38-0.40; computing the slope here (before): 0.070, 0.35-0.37 (H200,
+// 2026-12-03, bench/experiments/gelu_epilogues.py).
+constexpr int HOP_GELU_BACKWARD_ROWS_SHORT_K = 16, HOP_GELU_BACKWARD_ROWS = 0;
 constexpr int HOP_FINISH_AHEAD = 12;
+
+// Consumer c finishes the last ROWS rows of its staged tile itself (none for MM_PLAIN or ROWS = 0).
+template <int EPI, int ROWS>
+__device__ __forceinline__ void hop_consumer_finish(const __half* stg, __half* out, __half* aux, int c, int m0, int n0,
+                                                    int M, int Nn) {
+    if constexpr (EPI != MM_PLAIN && ROWS > 0) {
+        consumer_sync(c);  // the consumer's rows are whole
+        hop_finish_store<EPI, 128, ROWS>(stg, out, aux, m0, n0, M, Nn, threadIdx.x & 127);
+    }
+}
 template <int CROWS>
 constexpr int hop_finish_per() {  // a finisher's 16-byte chunks of its (64 - CROWS) x 256 rows
     return ((64 - CROWS) * 32 + HOP_FINISHERS - 1) / HOP_FINISHERS;
@@ -427,21 +444,21 @@ __device__ __forceinline__ long long hop_finish_at(int k, int m0, int n0, int M,
     return ok ? (long long)(m0 + r) * Nn + n0 + ch * 8 : -1;
 }
 
-// pre's chunk k of this finisher (zeros outside the matrix).
+// slope's chunk k of this finisher (zeros outside the matrix).
 template <int CROWS>
-__device__ __forceinline__ uint4 hop_finish_pre(const __half* pre, int k, int m0, int n0, int M, int Nn) {
+__device__ __forceinline__ uint4 hop_finish_slope(const __half* slope, int k, int m0, int n0, int M, int Nn) {
     const long long at = hop_finish_at<CROWS>(k, m0, n0, M, Nn);
-    return at >= 0 ? *reinterpret_cast<const uint4*>(pre + at) : make_uint4(0u, 0u, 0u, 0u);
+    return at >= 0 ? *reinterpret_cast<const uint4*>(slope + at) : make_uint4(0u, 0u, 0u, 0u);
 }
 
-// Consumer c's staged tile through the gelu's slope: its first chunks of pre read before the wait for the staging.
+// Consumer c's staged tile times the gelu's slopes: their first chunks read before the wait for the staging.
 template <int CROWS>
-__device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __half* out, const __half* pre, int c,
+__device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __half* out, const __half* slope, int c,
                                                          int m0, int n0, int M, int Nn) {
     constexpr int BATCH = 4, PER = hop_finish_per<CROWS>();  // BATCH: shared loads before their stores
     uint4 x[HOP_FINISH_AHEAD];
 #pragma unroll
-    for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_pre<CROWS>(pre, k, m0, n0, M, Nn);
+    for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_slope<CROWS>(slope, k, m0, n0, M, Nn);
     named_sync(4 + c);
 #pragma unroll
     for (int k0 = 0; k0 < PER; k0 += BATCH) {
@@ -457,11 +474,11 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
         for (int b = 0; b < BATCH; ++b) {
             const int k = k0 + b;
             if (at[b] >= 0) {
-                hop_gelu_slope_chunk(v[b], x[k % HOP_FINISH_AHEAD]);
+                hop_gelu_backward_chunk(v[b], x[k % HOP_FINISH_AHEAD]);
                 *reinterpret_cast<uint4*>(out + at[b]) = v[b];
             }
             if (k + HOP_FINISH_AHEAD < PER)
-                x[k % HOP_FINISH_AHEAD] = hop_finish_pre<CROWS>(pre, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
+                x[k % HOP_FINISH_AHEAD] = hop_finish_slope<CROWS>(slope, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
         }
     }
 }
@@ -475,11 +492,9 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // Why only where 128x256 tiles would leave a fifth or more of their columns empty (small's Nn = 384: its attn proj
 // 0.0148 ms against 0.0187): elsewhere the 128x128 tiles' 33% more L2-to-shared bytes a FLOP cost more than the idle
 // tensor pipe they win back (gpt2's qkv 0.217 against 0.189, its lm head 5.26 against 3.89; H200, 2026-12-02,
-// bench/experiments/matmul_forward_ab.py).
-constexpr int HOP_PINGPONG_MAX_K = 1024;
-__device__ __forceinline__ bool hop_pingpong_pays(int Nn, int K) {
-    return K <= HOP_PINGPONG_MAX_K && 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn;
-}
+// bench/experiments/matmul_forward_ab.py), at any K (small's fc proj forward, K = 1536: 0.0464 against 0.0469-0.0490;
+// its qkv input gradient, K = 1152: the same, 0.037; H200, 2026-12-03).
+__device__ __forceinline__ bool hop_pingpong_pays(int Nn) { return 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn; }
 constexpr int HOP_PP_LD = 136;  // halves a row of a consumer's 128x128 staging (+16 bytes, as MM_HOP_OUT_LD)
 __device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }
 __device__ __forceinline__ void turn_arrive(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(9 + c) : "memory"); }
@@ -590,7 +605,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || aligned16(aux));
-    if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn, K)) {
+    if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn)) {
         mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb);
         return;
     }
@@ -681,22 +696,12 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             if (s > 0) named_sync(6 + c);  // the finishers are done with the previous tile's rows
             hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, pair_ok);
             named_arrive(4 + c);
-            if (EPI == MM_GELU) {
-                consumer_sync(c);  // the consumer's rows are whole
-                if (K <= HOP_GELU_SHORT_K)
-                    hop_finish_store<MM_GELU, 128, HOP_GELU_ROWS_SHORT_K>(stg, out, aux, m0, n0, M, Nn, ctid);
-                else
-                    hop_finish_store<MM_GELU, 128, HOP_GELU_ROWS>(stg, out, aux, m0, n0, M, Nn, ctid);
-            }
-            if (EPI == MM_GELU_BACKWARD) {
-                consumer_sync(c);
-                if (K <= HOP_GELU_SHORT_K)
-                    hop_finish_store<MM_GELU_BACKWARD, 128, HOP_GELU_BACKWARD_ROWS_SHORT_K>(stg, out, aux, m0, n0, M,
-                                                                                           Nn, ctid);
-                else
-                    hop_finish_store<MM_GELU_BACKWARD, 128, HOP_GELU_BACKWARD_ROWS>(stg, out, aux, m0, n0, M, Nn,
-                                                                                    ctid);
-            }
+            if (K <= HOP_GELU_SHORT_K)
+                hop_consumer_finish<EPI, EPI == MM_GELU ? HOP_GELU_ROWS_SHORT_K : HOP_GELU_BACKWARD_ROWS_SHORT_K>(
+                    stg, out, aux, c, m0, n0, M, Nn);
+            else
+                hop_consumer_finish<EPI, EPI == MM_GELU ? HOP_GELU_ROWS : HOP_GELU_BACKWARD_ROWS>(stg, out, aux, c, m0,
+                                                                                                  n0, M, Nn);
             continue;
         }
         if (s > 0) {  // the previous tile's copies have read the staging rows

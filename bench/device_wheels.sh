@@ -5,7 +5,7 @@
 #   tar -xJf .whl/ziglang-*-trimmed.tar.xz -C /tmp/site; export PYTHONPATH=/tmp/site:$PWD
 # The wheels are this checkout's venv's versions (.venv, pyproject's pins), downloaded for cp312; zig is the venv's
 # ziglang package trimmed to the Linux x86-64 and AArch64 glibc targets, so that the tree and .whl fit a carry
-# (64 MiB): about 46 MB.
+# (64 MiB): about 44 MB.
 #   bench/device_wheels.sh            (from the repository root, after the README's install)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,10 @@ for pkg in pyelftools jsonschema jsonschema-specifications referencing rpds-py; 
 zig=$(version ziglang)
 site=$("$py" -c "import ziglang, os; print(os.path.dirname(os.path.dirname(ziglang.__file__)))")
 keep="aarch64-linux-any aarch64-linux-gnu x86-linux-any x86-linux-gnu any-linux-any generic-glibc"
-excludes=(--exclude=__pycache__ --exclude=ziglang/lib/libtsan)
+# C only: no C++ runtime, unwinder or docs (the carry's 64 MiB holds the tree and .whl with little to spare)
+excludes=(--exclude=__pycache__ --exclude=ziglang/lib/libtsan --exclude=ziglang/lib/libcxx --exclude=ziglang/lib/libcxxabi
+          --exclude=ziglang/lib/libunwind --exclude=ziglang/lib/docs --exclude=ziglang/lib/build-web
+          --exclude=ziglang/lib/lldb --exclude=ziglang/lib/init)
 for libc in mingw wasi musl darwin freebsd netbsd openbsd; do excludes+=("--exclude=ziglang/lib/libc/$libc"); done
 for dir in "$site"/ziglang/lib/libc/include/*; do
     case " $keep " in *" $(basename "$dir") "*) ;; *) excludes+=("--exclude=ziglang/lib/libc/include/$(basename "$dir")") ;; esac

@@ -354,7 +354,8 @@ __device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
 
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
 // warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (with
-// GELU their gelu's slopes to out and values to aux), 16 bytes a lane, a warp a row a step, four steps' shared loads before their stores.
+// GELU their gelu's slopes to out and values to aux), 16 bytes a lane, a warp a row a step, a batch of steps' shared
+// loads before their stores.
 // Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).

@@ -17,6 +17,8 @@ N, V, Vp = 32768, 50257, 50304
 
 def main(cubin: str) -> None:
     gpu = tc.Gpu(Path(cubin).read_bytes())
+    name = "crossentropy_forward_backward"  # not among the harness's tensor-core kernels
+    gpu.fn[name] = tc._ck(gpu.d.cuModuleGetFunction(gpu.module, name.encode()))
     rng = np.random.default_rng(0)
     logits, dlogits = gpu.put(tc.h16_timing(rng, N, Vp, scale=2.0)), gpu.alloc(N * Vp * 2)
     losses, targets = gpu.alloc(N * 4), gpu.put(rng.integers(0, V, N).astype(np.int32))
@@ -26,7 +28,7 @@ def main(cubin: str) -> None:
     for rep in range(2):
         for shared in (0, 20 * 1024, 32 * 1024, 44 * 1024, 56 * 1024, 75 * 1024, 112 * 1024):
             tc.geometry = lambda k, s, a: (lambda g: (g[0], g[1], g[2] + shared))(plain(k, s, a))
-            ms = gpu.timer(gpu.prepare("crossentropy_forward_backward", args), reps=20)
+            ms = gpu.timer(gpu.prepare(name, args), reps=20)
             print(f"{rep} shared {shared // 1024:>3} KiB: {ms:.4f} ms, {3 * N * Vp * 2 / ms / 1e9:.0f} GB/s", flush=True)
     tc.geometry = plain
 

@@ -4,7 +4,8 @@ matmul_forward against matmul_forward_gelu (and gelu_forward alone), matmul_back
 pair the plan launches where it does not fuse) against matmul_backward_input_gelu.
     python bench/experiments/gelu_epilogues.py A.cubin B.cubin ...     (on an sm_90 card, from the repository root)
 A cubin of this tree: python -c "from coppelius.realize.nvrtc import compile_cubin;
-    open('X.cubin', 'wb').write(compile_cubin('sm_90')[0])"."""
+    open('X.cubin', 'wb').write(compile_cubin('sm_90')[0])". An argument ptx:sm_86 times this tree's PTX for sm_86
+JIT-compiled for the card, with sm_86's geometry (its 128x128 mma.sync tiles at these shapes)."""
 import sys
 from pathlib import Path
 
@@ -40,7 +41,8 @@ def time_epilogues(gpu, N: int, C: int, OC: int) -> dict[str, float]:
 
 
 def main(cubins: list[str]) -> None:
-    gpus = {path: tc.Gpu(Path(path).read_bytes()) for path in cubins}
+    gpus = {path: tc.Gpu(tc.compile_ptx(path[4:]), arch=path[4:]) if path.startswith("ptx:")
+            else tc.Gpu(Path(path).read_bytes()) for path in cubins}
     for rep in range(2):
         for path, gpu in gpus.items():
             for name, shape in SHAPES.items():

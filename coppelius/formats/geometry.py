@@ -265,20 +265,6 @@ def programmatic_launches(commands, launches, ring, arch: str, sm_count: int,
             before = grid
 
 
-def fuses_gelu_backward(scalars: dict, arch: str = "any") -> bool:
-    """Whether the plan takes an fc projection's input gradient and gelu's backward in one launch
-    (matmul_backward_input_gelu, scalars N, C, OC) rather than two (matmul_backward_input, gelu_backward in place):
-    where the product takes the 64x64 tiles, launches too small to fill the card, where a second launch and two more
-    passes over the (N, C) gradient cost more than the epilogue's work (tiny's shape 6.4 against 12.1 us back to back,
-    H200, 2026-12-02), and on sm_90a's wide tiles, whose finisher warps multiply by the slope the forward stored
-    (matmul_hopper.cuh): gpt2's 0.265-0.270 against the pair's 0.38-0.40 ms, small's 0.051 against 0.080 (H200,
-    2026-12-03, docs/notes/gpu-speed.md, nineteenth session). Not on the 128x128 mma.sync tiles, whose epilogue
-    computed the slope in the products' threads (sm_86's code on the H200: gpt2's 0.795 against the pair's 0.751 ms,
-    small's 0.141 against 0.136, 2026-12-02; not measured since the slope is stored)."""
-    block = tensor_core_geometry("matmul_backward_input_gelu", scalars, arch)[1]
-    return block in (MATMUL_TILES["small"][0], MATMUL_TILES["wide"][0])
-
-
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
     """(grid, block, dynamic shared bytes) of one of the seven tensor-core kernels' launches."""
     if kernel == "matmul_backward_weight":

@@ -7,7 +7,7 @@ bit patterns ("0x...") for float scalars.
 """
 from fractions import Fraction
 
-from ..formats.geometry import cluster_size, fuses_gelu_backward, geometry, programmatic
+from ..formats.geometry import cluster_size, geometry, programmatic
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, nearest_f32
 
@@ -135,15 +135,12 @@ class Step:
             # the MLP: dresidual holds the gradient of residual3[l]
             p.launch("matmul_backward_weight", dweight=g("fcprojw", l), dbias=g("fcprojb", l), dout=self.at("dresidual"),
                      inp=self.act("fch_gelu", l), N=N, C=4 * C, OC=C, accumulate=0)
-            # dbt4c: the gradient of fch[l] (the gelu's backward in the product's epilogue, or after it in place)
-            fcproj = {"dinp": self.at("dbt4c"), "dout": self.at("dresidual"), "weight": w("fcprojw", l), "N": N,
-                      "C": 4 * C, "OC": C}
-            if fuses_gelu_backward(fcproj, p.arch):
-                p.launch("matmul_backward_input_gelu", **fcproj, slope=self.act("fch_slope", l))
-            else:
-                p.launch("matmul_backward_input", **fcproj)
-                p.launch("gelu_backward", dinp=self.at("dbt4c"), slope=self.act("fch_slope", l), dout=self.at("dbt4c"),
-                         N=N * 4 * C)
+            # dbt4c: the gradient of fch[l], gelu's backward (a multiply by the slope the forward stored) in the
+            # product's epilogue, on every tile: against matmul_backward_input then gelu_backward in place, gpt2's
+            # 0.265 against 0.38 ms on sm_90a's wide tiles, 0.71 against 0.76 on the 128x128 mma.sync tiles (sm_86's
+            # code), tiny 6.4 against 12.1 us (H200; docs/notes/gpu-speed.md, nineteenth and twentieth sessions)
+            p.launch("matmul_backward_input_gelu", dinp=self.at("dbt4c"), dout=self.at("dresidual"),
+                     weight=w("fcprojw", l), slope=self.act("fch_slope", l), N=N, C=4 * C, OC=C)
             p.launch("matmul_backward_weight", dweight=g("fcw", l), dbias=g("fcb", l), dout=self.at("dbt4c"),
                      inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c"), weight=w("fcw", l),

@@ -1,7 +1,7 @@
 """The sm_90a matmuls' epilogues, A/B between cubins: each launch alone back to back (CUDA events, the tensor-core
 test harness's Gpu.timer), at gpt2's and small's fc shapes, the cubins alternating so that clock drift shows:
 matmul_forward against matmul_forward_gelu (and gelu_forward alone), matmul_backward_input then gelu_backward (the
-pair the plan launches where it does not fuse) against matmul_backward_input_gelu.
+pair the fused kernel replaces) against matmul_backward_input_gelu.
     python bench/experiments/gelu_epilogues.py A.cubin B.cubin ...     (on an sm_90 card, from the repository root)
 A cubin of this tree: python -c "from coppelius.realize.nvrtc import compile_cubin;
     open('X.cubin', 'wb').write(compile_cubin('sm_90')[0])". An argument ptx:sm_86 times this tree's PTX for sm_86

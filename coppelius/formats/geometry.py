@@ -50,6 +50,10 @@ LAYERNORM_BLOCK_ROWS = 4    # rows a layernorm_backward block aims for: one batc
 LAYERNORM_MAX_BLOCKS = 1024  # layernorm_backward blocks at most (ln::MAX_BLOCKS; host/layernorm.c)
 LAYERNORM_MAX_THREADS = 512  # a layernorm_backward block: a thread per 8 channels (ln::MAX_THREADS), so C <= 4096
 LAYERNORM_WEIGHT_THREADS = 1024  # a layernorm_backward_weight block: 32 columns x 32 row groups (ln::WEIGHT_THREADS)
+LAYERNORM_BATCH = 2     # rows a layernorm_backward thread sums between two barriers (ln::BATCH)
+LAYERNORM_STAGES = 2    # its batches in dynamic shared memory, each thread's 3 packs a row (ln::STAGES)
+LAYERNORM_STAGED_ARCHS = ("sm_90",)  # where layernorm_backward stages its loads (measured there; the kernel reads the
+LAYERNORM_STAGED_WIDTH = 1024        # launch's shared bytes back); up to this C: 128 threads, 24 KiB a block
 MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (config.py refuses a wider one)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
@@ -115,7 +119,10 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     elif kernel in ("layernorm_forward", "residual_layernorm_forward"):
         grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
     elif kernel == "layernorm_backward":  # a block a run of rows, a thread per 8 channels
-        return [layernorm_backward_blocks(s["N"]), 1, 1], [32 * _cdiv(_cdiv(s["C"], PACK), 32), 1, 1], 0
+        threads = 32 * _cdiv(_cdiv(s["C"], PACK), 32)
+        staged = arch in LAYERNORM_STAGED_ARCHS and s["C"] % PACK == 0 and s["C"] <= LAYERNORM_STAGED_WIDTH
+        return ([layernorm_backward_blocks(s["N"]), 1, 1], [threads, 1, 1],
+                LAYERNORM_STAGES * LAYERNORM_BATCH * 3 * 16 * threads if staged else 0)
     elif kernel == "layernorm_backward_weight":  # a block 32 columns of the partials
         return [_cdiv(2 * s["C"], 32), 1, 1], [LAYERNORM_WEIGHT_THREADS, 1, 1], 0
     elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward", "argmax_forward"):

@@ -109,6 +109,8 @@ def test_geometry_constants_match_the_kernels():
     assert constant("layernorm.cuh", "MAX_BLOCKS") == str(geometry.LAYERNORM_MAX_BLOCKS)
     assert constant("layernorm.cuh", "MAX_THREADS") == str(geometry.LAYERNORM_MAX_THREADS)
     assert constant("layernorm.cuh", "WEIGHT_THREADS") == str(geometry.LAYERNORM_WEIGHT_THREADS)
+    assert constant("layernorm.cuh", "BATCH") == str(geometry.LAYERNORM_BATCH)
+    assert constant("layernorm.cuh", "STAGES") == str(geometry.LAYERNORM_STAGES)
     host = (HOST_DIR / "layernorm.c").read_text()  # the cpu target's C kernel splits the rows the same way
     assert re.search(r"#define BLOCK_ROWS (\d+)", host).group(1) == str(geometry.LAYERNORM_BLOCK_ROWS)
     assert re.search(r"#define MAX_BLOCKS (\d+)", host).group(1) == str(geometry.LAYERNORM_MAX_BLOCKS)
@@ -194,6 +196,13 @@ def test_geometry_of_the_gpt2_launches():
     assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == ([256 + 32, 2, 1], [256, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", s) == ([1024, 1, 1], [96, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", {"N": 77, "C": 13}) == ([20, 1, 1], [32, 1, 1], 0)
+    # on sm_90 its loads go through two batches of two rows of shared memory, 3 packs a row a thread (C % 8 == 0,
+    # C <= 1024); elsewhere, and for other widths, straight to registers
+    assert geometry.geometry("layernorm_backward", s, "sm_90") == ([1024, 1, 1], [96, 1, 1], 2 * 2 * 3 * 16 * 96)
+    assert geometry.geometry("layernorm_backward", {"N": 77, "C": 13}, "sm_90") == ([20, 1, 1], [32, 1, 1], 0)
+    assert geometry.geometry("layernorm_backward", {"N": 77, "C": 2048}, "sm_90") == ([20, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("layernorm_backward", s, "sm_86") == geometry.geometry("layernorm_backward", s, "sm_121")
+    assert geometry.geometry("layernorm_backward", s, "sm_86")[2] == 0
     assert geometry.geometry("layernorm_backward_weight", s) == ([48, 1, 1], [1024, 1, 1], 0)
     assert geometry.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)

@@ -24,6 +24,15 @@ __device__ __forceinline__ int backward_blocks(int N) {
 }  // namespace ln
 }  // namespace cpl
 
+// One pack of a layernorm's output: (x - mean) * rstd * w + b.
+__device__ __forceinline__ cpl::Pack ln_normalize(const cpl::Pack& x, const cpl::Pack& w, const cpl::Pack& b, float m,
+                                                  float r) {
+    cpl::Pack y;
+#pragma unroll
+    for (int k = 0; k < cpl::PACK; ++k) y.v[k] = (x.v[k] - m) * r * w.v[k] + b.v[k];
+    return y;
+}
+
 // Row n of a layernorm, a warp (lane's channels 8 lane + 256 i), from s, the lane's sum of the row's x in order: the
 // warp combines the sums (common.cuh), mean = sum / C; then the biased variance around it (a second pass over the row,
 // from L1), rstd = 1/sqrt(var + 1e-5); out = (x - mean) * rstd * w + b (a third pass).
@@ -45,15 +54,9 @@ __device__ __forceinline__ void ln_row(__half* out, float* mean, float* rstd, co
     for (int c = lane * PACK; c < C; c += 32 * PACK) {
         const Pack v = load_pack(x, row + c, row + C, vec), w = load_pack(weight, c, C, vec),
                    b = load_pack(bias, c, C, vec);
-        Pack y;
-#pragma unroll
-        for (int k = 0; k < PACK; ++k) y.v[k] = (v.v[k] - m) * r * w.v[k] + b.v[k];
-        store_pack(out, row + c, row + C, vec, y);
+        store_pack(out, row + c, row + C, vec, ln_normalize(v, w, b, m, r));
     }
-    if (lane == 0) {
-        mean[n] = m;
-        rstd[n] = r;
-    }
+    if (lane == 0) mean[n] = m, rstd[n] = r;
 }
 
 // A forward row held in registers, P packs a lane (vec, C <= 256 P): every load of the row is issued before the
@@ -121,15 +124,9 @@ __device__ __forceinline__ void ln_row_held(__half* residual, __half* out, float
         const int c = (lane + 32 * i) * PACK;
         if (c >= C) continue;
         const Pack a = unpack(x[i]), w = unpack(y[i]), b = load_pack(bias, c, C, true);
-        Pack o;
-#pragma unroll
-        for (int k = 0; k < PACK; ++k) o.v[k] = (a.v[k] - m) * r * w.v[k] + b.v[k];
-        store_pack(out, row + c, row + C, true, o);
+        store_pack(out, row + c, row + C, true, ln_normalize(a, w, b, m, r));
     }
-    if (lane == 0) {
-        mean[n] = m;
-        rstd[n] = r;
-    }
+    if (lane == 0) mean[n] = m, rstd[n] = r;
 }
 
 // The held row where C allows it (vec, C <= 256 HELD_PACKS), at the smallest P that holds it; false otherwise.

@@ -5,7 +5,8 @@
 For each model: Coppelius's ms/step (the native host ELF run as a program, each piece a CUDA graph;
 beside it the same host ELF walked by the Python reference host, to show the host's cost), the peer's eager, torch.compile and whole-step-graph ms/step, the ratios, and the two
 floors (model FLOPs over the measured fp16 matmul rate; the fewest bytes a step must move over
-the measured copy bandwidth). Writes one JSON with device and date. With --profile, also each
+the measured copy bandwidth). Writes one JSON with device and date, and the card's clocks and power over each
+timed run (bench/clocks.py: nvidia-smi beside it). With --profile, also each
 model's update piece timed command by command (bench/profile_gpu.py) on the same loaded device,
 written as profile-MODEL-DATE.md beside the JSON and into it.
 """
@@ -26,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))  # the Python CUDA device: a test harness
 sys.path.insert(0, str(ROOT / "tests"))  # the Python reference host
+
+from clocks import ClockWatch, line as clock_line  # noqa: E402 (bench/ is on the path above)
 
 BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
 
@@ -60,8 +63,9 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     from cuda_harness import CudaDevice, check_card
     paths = build_h200(model, batch, steps, work)
     native_out = work / f"{model}-native"
-    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
-                    paths["val"], "--out", str(native_out)], check=True, env={})  # a clean environment: the driver only
+    with ClockWatch() as watch:
+        subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
+                        paths["val"], "--out", str(native_out)], check=True, env={})  # a clean environment: the driver only
     native = result.read(native_out / "result.json")
     program = Program(paths["elf"])
     device = CudaDevice()
@@ -78,7 +82,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
         device.close()
     same = [s["loss"] for s in native["steps"]] == [s["loss"] for s in record["steps"]]
     return step_ms(native), step_ms(record), {"plan": plan, "losses": [s["loss"] for s in native["steps"]],
-                                              "profile": profile, "hosts_agree_bitwise": same}
+                                              "profile": profile, "hosts_agree_bitwise": same,
+                                              "clocks": watch.summary}
 
 
 def floors(plan: dict, ceilings: dict) -> dict:
@@ -115,10 +120,14 @@ def main():
         ours, python_host, info = coppelius_ms(model, batch, args.steps, work, args.profile)
         plan = info["plan"]
         learner = {k: float(Fraction(v)) for k, v in plan["learner"].items()}
-        peers = {}
+        peers, clocks = {}, {"coppelius": info["clocks"]}
+        print(f"{model}: coppelius (native host, whole run) {clock_line(info['clocks'])}", flush=True)
         for mode in filter(None, args.peer_modes.split(",")):
             try:
-                peers[mode] = peer_ms(plan["model"], batch, learner, mode, args.steps)
+                with ClockWatch() as watch:
+                    peers[mode] = peer_ms(plan["model"], batch, learner, mode, args.steps)
+                clocks[mode] = watch.summary
+                print(f"{model}: peer {mode} {clock_line(watch.summary)}", flush=True)
             except Exception as error:  # a peer mode that cannot run here is reported, not fatal
                 peers[mode] = None
                 print(f"{model}: peer {mode} failed: {type(error).__name__}: {error}", flush=True)
@@ -128,7 +137,7 @@ def main():
                  "peer_ms": peers, "floor": floor,
                  "ratio_peer_over_coppelius": {m: (v / ours if v else None) for m, v in peers.items()},
                  "over_floor": ours / max(floor["flops_ms"], floor["bytes_ms"]),
-                 "losses_first_last": [info["losses"][0], info["losses"][-1]]}
+                 "losses_first_last": [info["losses"][0], info["losses"][-1]], "clocks": clocks}
         if info["profile"]:
             from profile_gpu import by_kernel, markdown
             entry["profile"] = info["profile"] | {"by_kernel": by_kernel(info["profile"])}

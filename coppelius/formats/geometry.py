@@ -2,7 +2,9 @@
 scalar arguments and, for the matmuls, the arch (WIDE_TILE_ARCHS). The CUDA kernels read their tile shapes back from
 blockDim and blockIdx, so the constants here and those in coppelius/kernels/cuda/*.cuh must agree:
 tests/unit/test_nvrtc.py (test_geometry_constants_match_the_kernels) parses the .cuh files and
-holds them equal.
+holds them equal. Of the other kernels only layernorm_backward takes dynamic shared memory, on the archs of
+LAYERNORM_STAGED_ARCHS: two batches of its rows staged by cp.async (18 KiB a block at gpt2's width; the kernel reads
+the bytes back and loads straight to registers without them).
 
 The seven tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward

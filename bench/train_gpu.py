@@ -65,7 +65,8 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     native_out = work / f"{model}-native"
     with ClockWatch() as watch:
         subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
-                        paths["val"], "--out", str(native_out)], check=True, env={})  # a clean environment: the driver only
+                        paths["val"], "--out", str(native_out)], check=True,
+                       env={})  # a clean environment: the driver only
     native = result.read(native_out / "result.json")
     program = Program(paths["elf"])
     device = CudaDevice()

@@ -1,7 +1,7 @@
 """The layernorm kernels, A/B between source trees: residual_layernorm_forward, layernorm_forward and
-layernorm_backward (and its partials' sum) at gpt2's, small's and tiny's shapes, each launch alone back to back (CUDA events, the tensor-core
-test harness's Gpu.timer), the variants alternating so that clock drift shows; every variant's outputs compared bit
-for bit with the first's. A variant is NAME=DIR: layernorm.cuh and the headers beside it in DIR, compiled alone by
+layernorm_backward (and its partials' sum) at gpt2's, small's and tiny's shapes, each launch alone back to back
+(CUDA events, the tensor-core test harness's Gpu.timer), the variants alternating so that clock drift shows; every
+variant's outputs compared bit for bit with the first's. A variant is NAME=DIR: layernorm.cuh and the headers beside it in DIR, compiled alone by
 NVRTC for the card, launched with this tree's geometry (on sm_90 layernorm_backward's staged shared bytes, which a
 kernel without a staged path ignores).
     python bench/experiments/layernorm_ab.py base=OLD_DIR new=coppelius/kernels/cuda

@@ -54,8 +54,10 @@ LAYERNORM_MAX_THREADS = 512  # a layernorm_backward block: a thread per 8 channe
 LAYERNORM_WEIGHT_THREADS = 1024  # a layernorm_backward_weight block: 32 columns x 32 row groups (ln::WEIGHT_THREADS)
 LAYERNORM_BATCH = 2     # rows a layernorm_backward thread sums between two barriers (ln::BATCH)
 LAYERNORM_STAGES = 2    # its batches in dynamic shared memory, each thread's 3 packs a row (ln::STAGES)
-LAYERNORM_STAGED_ARCHS = ("sm_90",)  # where layernorm_backward stages its loads (measured there; the kernel reads the
-LAYERNORM_STAGED_WIDTH = 1024        # launch's shared bytes back); up to this C: 128 threads, 24 KiB a block
+# where layernorm_backward stages its loads (measured there; elsewhere its blocks would crowd 100 KiB an SM), for
+# widths up to LAYERNORM_STAGED_WIDTH (128 threads, 24 KiB a block); the kernel reads the shared bytes back
+LAYERNORM_STAGED_ARCHS = ("sm_90",)
+LAYERNORM_STAGED_WIDTH = 1024
 MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (config.py refuses a wider one)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query

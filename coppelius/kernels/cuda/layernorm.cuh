@@ -314,7 +314,7 @@ extern "C" __global__ void __maxnreg__(80)
     unsigned staged_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(staged_bytes));
     const bool vec = C % PACK == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
-    if (vec && ln::STAGES > 1 && staged_bytes >= (unsigned)ln_staged_bytes(blockDim.x))
+    if (vec && staged_bytes >= (unsigned)ln_staged_bytes(blockDim.x))
         ln_backward_rows<true>(dinp, partials, dout, inp, weight, mean, rstd, N, C, vec, ln_ring, sums);
     else
         ln_backward_rows<false>(dinp, partials, dout, inp, weight, mean, rstd, N, C, vec, ln_ring, sums);

@@ -6,14 +6,14 @@ holds them equal. Of the other kernels only layernorm_backward takes dynamic sha
 LAYERNORM_STAGED_ARCHS: two batches of its rows staged by cp.async (18 KiB a block at gpt2's width; the kernel reads
 the bytes back and loads straight to registers without them).
 
-The seven tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
+The eight tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
 (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward
 (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
-matmuls: a 1-D grid of output tiles (matmul_forward_gelu's geometry is matmul_forward's, matmul_backward_input_gelu's
-matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the five take matmul_hopper.cuh's
-warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups), HOPPER_STAGES stages
-of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers (216 KiB), one block an
-SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
+matmuls: a 1-D grid of output tiles (matmul_forward_gelu's and matmul_forward_stats' geometry is matmul_forward's,
+matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the six take
+matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
+HOPPER_STAGES stages of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers
+(216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
 tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster
 of S blocks a tile (wide_split_count: the least time in waves of clusters), each block summing at least WIDE_MIN_K
 of K (measured on the H200, docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes the rule below, as on every arch
@@ -94,7 +94,8 @@ WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cu
 PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
 PROGRAMMATIC_BLOCKS_PER_SM = 4  # the most blocks an SM of either launch of a programmatic edge (measured, programmatic)
 
-TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_input_gelu",
+TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_backward_input",
+               "matmul_backward_input_gelu",
                "matmul_backward_weight", "attention_forward", "attention_backward")
 
 
@@ -129,7 +130,8 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
                 LAYERNORM_STAGES * LAYERNORM_BATCH * 3 * 16 * threads if staged else 0)
     elif kernel == "layernorm_backward_weight":  # a block 32 columns of the partials
         return [_cdiv(2 * s["C"], 32), 1, 1], [LAYERNORM_WEIGHT_THREADS, 1, 1], 0
-    elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward", "argmax_forward"):
+    elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward",
+                    "crossentropy_forward_backward_stats", "argmax_forward"):
         grid = [max(1, s["N"]), 1, 1]
     elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):
         grid = [_cdiv(s["N"], PACK * THREADS), 1, 1]
@@ -158,13 +160,26 @@ def encoder_run_length(n: int) -> int:
 def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:
     """(M, Nn, K) of the GEMM a matmul kernel computes: out[M, Nn] = sum over K."""
     N, C, OC = int(s["N"]), int(s["C"]), int(s["OC"])
-    if kernel in ("matmul_forward", "matmul_forward_gelu"):
+    if kernel in ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats"):
         return N, OC, C
     if kernel in ("matmul_backward_input", "matmul_backward_input_gelu"):
         return N, C, OC
     if kernel == "matmul_backward_weight":
         return OC, C, N
     raise KeyError(kernel)
+
+
+def stats_width(scalars: dict, arch: str = "any") -> int:
+    """matmul_forward_stats' width: the columns of its launch's tiles (128x256 wide, 128x128 big, 64x64 small)."""
+    block = tensor_core_geometry("matmul_forward_stats", scalars, arch)[1][0]
+    return {HOPPER_THREADS: 256, 256: 128, 128: 64}[block]
+
+
+def lm_head_leaves_stats(scalars: dict, arch: str = "any") -> bool:
+    """Whether the training step's lm head is matmul_forward_stats and its loss crossentropy_forward_backward_stats
+    (scalars: matmul_forward_stats' N, C, OC = Vp): where the wide tiles' finishers build the statistics from the
+    staged rows (gpt2's loss 2.23 -> 1.66 ms on the H200); the other tiles read their rows back, not measured."""
+    return arch in WIDE_TILE_ARCHS and stats_width(scalars, arch) == 256
 
 
 def head_padding(hs: int) -> int:
@@ -277,7 +292,7 @@ def programmatic_launches(commands, launches, ring, arch: str, sm_count: int,
 
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
-    """(grid, block, dynamic shared bytes) of one of the seven tensor-core kernels' launches."""
+    """(grid, block, dynamic shared bytes) of one of the eight tensor-core kernels' launches."""
     if kernel == "matmul_backward_weight":
         tile, tiles, splits = weight_gradient_tiles(scalars, arch)
         return [tiles * splits, 1, 1], *MATMUL_TILES[tile]

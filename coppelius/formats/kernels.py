@@ -89,6 +89,19 @@ CATALOG = (
     Kernel(18, "crossentropy_forward_backward", (("losses", "f32*", "w"), ("dlogits", "f16*", "w"),
                                                  ("logits", "f16*", "r"), ("targets", "i32*", "r"), ("N", "i32", None),
                                                  ("V", "i32", None), ("Vp", "i32", None), ("scale", "f32", None))),
+    # out = matmul_forward without bias; stats (N, P, 2), P = ceil(OC / width): for row n and part j, the maximum m of
+    # out's fp16 values in columns [j width, min((j + 1) width, V)) and the sum of exp(x - m) there ((-inf, 0) for
+    # an empty part). width is the launch's tile width (formats/geometry.py: stats_width), V <= OC.
+    Kernel(24, "matmul_forward_stats", (("out", "f16*", "w"), ("stats", "f32*", "w"), ("inp", "f16*", "r"),
+                                        ("weight", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
+                                        ("OC", "i32", None), ("V", "i32", None), ("width", "i32", None))),
+    # crossentropy_forward_backward with each row's statistics (max, sum of exp) the merge of its P = ceil(Vp /
+    # width) parts of stats (matmul_forward_stats') in order j = 0 .. P-1: one read of the logits
+    Kernel(25, "crossentropy_forward_backward_stats", (("losses", "f32*", "w"), ("dlogits", "f16*", "w"),
+                                                       ("logits", "f16*", "r"), ("stats", "f32*", "r"),
+                                                       ("targets", "i32*", "r"), ("N", "i32", None),
+                                                       ("V", "i32", None), ("Vp", "i32", None),
+                                                       ("width", "i32", None), ("scale", "f32", None))),
     Kernel(1, "argmax_forward", (("predictions", "i32*", "w"), ("logits", "f16*", "r"), ("N", "i32", None),
                                  ("V", "i32", None), ("Vp", "i32", None))),
     # flag = 1 if any gradient is not finite (the piece zeroes flag first); no atomics: every writer writes 1
@@ -140,6 +153,12 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
         big = {k: N * C for k in ("out", "inp", "dinp", "dout", "residual", "inp1", "inp2")}
         return {**big, "mean": N, "rstd": N, "weight": C, "bias": C, "dweight": C, "dbias": C,
                 "partials": layernorm_backward_blocks(N) * 2 * C}
+    if kernel == "matmul_forward_stats":
+        N, C, OC = s["N"], s["C"], s["OC"]
+        return {"out": N * OC, "inp": N * C, "weight": OC * C, "stats": N * -(-OC // s["width"]) * 2}
+    if kernel == "crossentropy_forward_backward_stats":
+        N, Vp = s["N"], s["Vp"]
+        return {"losses": N, "targets": N, "logits": N * Vp, "dlogits": N * Vp, "stats": N * -(-Vp // s["width"]) * 2}
     if kernel.startswith("matmul"):
         N, C, OC = s["N"], s["C"], s["OC"]
         slope = N * OC if kernel == "matmul_forward_gelu" else N * C  # out's shape, or dinp's

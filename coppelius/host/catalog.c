@@ -12,7 +12,8 @@ enum {
     CROSSENTROPY_FORWARD, ENCODER_BACKWARD, ENCODER_FORWARD, GELU_BACKWARD, GELU_FORWARD, LAYERNORM_BACKWARD,
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
     RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU, ENCODER_SORT,
-    LAYERNORM_BACKWARD_WEIGHT, RESIDUAL_LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT_GELU,
+    LAYERNORM_BACKWARD_WEIGHT, RESIDUAL_LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT_GELU, MATMUL_FORWARD_STATS,
+    CROSSENTROPY_FORWARD_BACKWARD_STATS,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -67,6 +68,13 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
     {"matmul_backward_input_gelu", 7, {{"dinp", F16_PTR}, {"dout", F16_PTR}, {"weight", F16_PTR},
                                        {"slope", F16_PTR}, {"N", I32_SCALAR}, {"C", I32_SCALAR},
                                        {"OC", I32_SCALAR}}},
+    {"matmul_forward_stats", 9, {{"out", F16_PTR}, {"stats", F32_PTR}, {"inp", F16_PTR}, {"weight", F16_PTR},
+                                 {"N", I32_SCALAR}, {"C", I32_SCALAR}, {"OC", I32_SCALAR}, {"V", I32_SCALAR},
+                                 {"width", I32_SCALAR}}},
+    {"crossentropy_forward_backward_stats", 10, {{"losses", F32_PTR}, {"dlogits", F16_PTR}, {"logits", F16_PTR},
+                                                {"stats", F32_PTR}, {"targets", I32_PTR}, {"N", I32_SCALAR},
+                                                {"V", I32_SCALAR}, {"Vp", I32_SCALAR}, {"width", I32_SCALAR},
+                                                {"scale", F32_SCALAR}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -141,6 +149,11 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
     }
     int64_t B = scalar(args, "B"), T = scalar(args, "T"), C = scalar(args, "C"), N = scalar(args, "N");
     int64_t OC = scalar(args, "OC"), Vp = scalar(args, "Vp"), V = scalar(args, "V"), NH = scalar(args, "NH");
+    int64_t width = scalar(args, "width");  // the stats' parts: stats (N, P, 2), P = ceil(OC or Vp / width)
+    if (width == 0) {
+        snprintf(error, error_bytes, "%s: width is 0, not a part's width", abi->name);
+        return -1;
+    }
     switch (args->kernel) {
     case ENCODER_FORWARD: case ENCODER_BACKWARD:
         set_extent(args, elements, "tokens", B * T);
@@ -161,13 +174,18 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "partials", (int64_t)layernorm_backward_blocks(N) * 2 * C);
         break;
     case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT: case MATMUL_FORWARD_GELU:
-    case MATMUL_BACKWARD_INPUT_GELU:
+    case MATMUL_BACKWARD_INPUT_GELU: case MATMUL_FORWARD_STATS:
+        if (args->kernel == MATMUL_FORWARD_STATS && (V <= 0 || V > OC)) {
+            snprintf(error, error_bytes, "%s: V is %lld, not in 1..OC (%lld)", abi->name, (long long)V, (long long)OC);
+            return -1;
+        }
         set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
         set_extent(args, elements, "out_gelu", N * OC);
         set_extent(args, elements, "inp", N * C), set_extent(args, elements, "dinp", N * C);
         set_extent(args, elements, "slope", args->kernel == MATMUL_FORWARD_GELU ? N * OC : N * C);  // out's or dinp's
         set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
         set_extent(args, elements, "bias", OC), set_extent(args, elements, "dbias", OC);
+        set_extent(args, elements, "stats", N * ((OC + width - 1) / width) * 2);
         break;
     case ATTENTION_FORWARD: case ATTENTION_BACKWARD:
         if (NH <= 0 || C % NH != 0) {
@@ -180,6 +198,7 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "lse", B * NH * T);
         break;
     case CROSSENTROPY_FORWARD: case CROSSENTROPY_BACKWARD: case CROSSENTROPY_FORWARD_BACKWARD: case ARGMAX_FORWARD:
+    case CROSSENTROPY_FORWARD_BACKWARD_STATS:
         if (V <= 0 || V > Vp) {
             snprintf(error, error_bytes, "%s: V is %lld, not in 1..Vp (%lld)", abi->name, (long long)V, (long long)Vp);
             return -1;
@@ -187,6 +206,7 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "losses", N), set_extent(args, elements, "predictions", N);
         set_extent(args, elements, "targets", N);
         set_extent(args, elements, "logits", N * Vp), set_extent(args, elements, "dlogits", N * Vp);
+        set_extent(args, elements, "stats", N * ((Vp + width - 1) / width) * 2);
         break;
     default:  // element-wise: every pointer covers N elements, the flag one
         for (int i = 0; i < abi->count; i++) if (param_is_pointer(abi->params[i].kind)) elements[i] = N;
@@ -252,6 +272,10 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
         layernorm_forward(p[1], p[2], p[3], p[0], p[6], p[7], I(8), I(9));
         break;
     case MATMUL_BACKWARD_INPUT_GELU: matmul_backward_input_gelu(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
+    case MATMUL_FORWARD_STATS: matmul_forward_stats(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7), I(8)); break;
+    case CROSSENTROPY_FORWARD_BACKWARD_STATS:
+        crossentropy_forward_backward_stats(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7), I(8), F(9));
+        break;
     }
 #undef I
 #undef F

@@ -7,7 +7,7 @@
 #define COPPELIUS_CATALOG_H
 #include <stdint.h>
 
-enum { KERNEL_COUNT = 24, MAX_PARAMS = 12 };
+enum { KERNEL_COUNT = 26, MAX_PARAMS = 12 };
 typedef enum { F16_PTR, F32_PTR, I32_PTR, I32_SCALAR, U32_SCALAR, F32_SCALAR } param_kind;
 
 typedef struct {

@@ -34,6 +34,12 @@ void layernorm_backward_weight(half* dweight, half* dbias, const float* partials
 int layernorm_backward_blocks(int N);
 // out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC, or null)
 void matmul_forward(half* out, const half* inp, const half* weight, const half* bias, int N, int C, int OC);
+// out (N,OC) as matmul_forward with a null bias; stats (N,P,2), P = ceil(OC / width): for each row and part j, the
+// max m of out's fp16 values in columns [j*width, min((j+1)*width, V)) and the sum of exp(x - m) ((-inf, 0) if empty)
+void matmul_forward_stats(half* out, float* stats, const half* inp, const half* weight, int N, int C, int OC, int V,
+                          int width);
+// stats (N,P,2) of x (N,cols) as matmul_forward_stats gives them for its out (its second half)
+void softmax_stats(float* stats, const half* x, int N, int cols, int V, int width);
 // dinp (N,C) = dout (N,OC) @ weight (OC,C)
 void matmul_backward_input(half* dinp, const half* dout, const half* weight, int N, int C, int OC);
 // dinp as matmul_backward_input, then gelu_backward of its fp16 values with slope (N,C), in place
@@ -64,6 +70,10 @@ void crossentropy_backward(half* dlogits, const half* logits, const int32_t* tar
 // losses as crossentropy_forward and dlogits as crossentropy_backward
 void crossentropy_forward_backward(float* losses, half* dlogits, const half* logits, const int32_t* targets, int N,
                                    int V, int Vp, float scale);
+// losses and dlogits as crossentropy_forward_backward, each row's max and sum of exp merged from its P = ceil(Vp /
+// width) parts of stats (N,P,2) (matmul_forward_stats's) in order; dlogits may be logits (in place)
+void crossentropy_forward_backward_stats(float* losses, half* dlogits, const half* logits, const float* stats,
+                                         const int32_t* targets, int N, int V, int Vp, int width, float scale);
 // predictions (N) = first index of the row maximum among the first V columns
 void argmax_forward(int32_t* predictions, const half* logits, int N, int V, int Vp);
 // *flag = 1 when any of grads (N) is not finite (never written otherwise)

@@ -1,5 +1,5 @@
-// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight, matmul_forward_gelu and
-// matmul_backward_input_gelu (kernels.h).
+// matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight, matmul_forward_gelu,
+// matmul_backward_input_gelu and matmul_forward_stats (kernels.h).
 //
 // All three are one product, out[r][m] = bias[m] + sum_k a[r][k] * b[k][m], over float32 copies
 // of the fp16 operands:
@@ -139,6 +139,12 @@ void matmul_forward_gelu(half* slope, half* out_gelu, const half* inp, const hal
                          int C, int OC) {
     matmul_forward(slope, inp, weight, bias, N, C, OC);  // the products, replaced by their slopes in place
     gelu_value_slope(slope, out_gelu, N * OC);
+}
+
+void matmul_forward_stats(half* out, float* stats, const half* inp, const half* weight, int N, int C, int OC, int V,
+                          int width) {
+    matmul_forward(out, inp, weight, NULL, N, C, OC);
+    softmax_stats(stats, out, N, OC, V, width);  // from out's fp16 values, as stored
 }
 
 void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* slope, int N, int C,

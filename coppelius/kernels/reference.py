@@ -18,7 +18,8 @@ gelu         tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
              gives the slope d gelu / dx, which the backward multiplies the gradient by.
 residual     a + b.
 crossentropy per-row -log softmax(logits[:, :vocab])[target]; its backward is
-             (softmax - onehot) * scale, exact zeros in padding columns.
+             (softmax - onehot) * scale, exact zeros in padding columns. The row's max and sum of
+             exp may be given instead: merged from the (max, sum of exp) of parts of its columns.
 argmax       first index of the row maximum among the first vocab columns (int32).
 adamw        one AdamW step in the Adam paper's efficient form (bias correction folded into
              step_size, decoupled weight decay folded into decay).
@@ -161,21 +162,54 @@ def residual_forward(a, b):
 
 # ---------------------------------------------------------------- loss, prediction
 
-def _softmax_real(logits, vocab):
-    """Softmax over the first vocab columns, row max subtracted; also returns z and log-sum."""
-    z = logits[:, :vocab] - logits[:, :vocab].max(axis=1, keepdims=True)
+def softmax_parts(logits, vocab, width):
+    """(rows, P, 2), P = ceil(columns / width): for each row and part j, the max m of the row's columns
+    [j width, min((j + 1) width, vocab)) and the sum of exp(x - m) there; an empty part is (-inf, 0)."""
+    rows, columns = logits.shape
+    parts = np.empty((rows, -(-columns // width), 2), logits.dtype)
+    for j in range(parts.shape[1]):
+        x = logits[:, j * width:min((j + 1) * width, vocab)]
+        if x.shape[1] == 0:
+            parts[:, j] = (-np.inf, 0.0)
+            continue
+        parts[:, j, 0] = x.max(axis=1)
+        parts[:, j, 1] = np.exp(x - parts[:, j, :1]).sum(axis=1)
+    return parts
+
+
+def merge_softmax_parts(parts):
+    """Each row's (max, sum of exp), (m, s), from its softmax_parts merged in order j = 0, 1, ...: the larger
+    max, and both sums rescaled to it; (-inf, 0) while every part so far is empty."""
+    m = np.full(parts.shape[0], -np.inf, parts.dtype)
+    s = np.zeros(parts.shape[0], parts.dtype)
+    for j in range(parts.shape[1]):
+        top = np.maximum(m, parts[:, j, 0])
+        with np.errstate(invalid="ignore"):  # -inf - -inf when both are empty: s stays 0 there
+            s = np.where(top == -np.inf, parts.dtype.type(0),
+                         s * np.exp(m - top) + parts[:, j, 1] * np.exp(parts[:, j, 0] - top))
+        m = top
+    return m, s
+
+
+def _softmax_real(logits, vocab, stats=None):
+    """Softmax over the first vocab columns, row max subtracted; also returns z and log-sum. stats = (m, s), each
+    row's max and sum of exp (merge_softmax_parts'), replaces the row's own."""
+    real = logits[:, :vocab]
+    top, total = (real.max(axis=1), None) if stats is None else stats
+    z = real - top[:, None]
     e = np.exp(z)
-    total = e.sum(axis=1, keepdims=True)
-    return e / total, z, np.log(total[:, 0])
+    if total is None:
+        total = e.sum(axis=1)
+    return e / total[:, None], z, np.log(total)
 
 
-def crossentropy_forward(logits, targets, vocab):
-    _, z, logsum = _softmax_real(logits, vocab)
+def crossentropy_forward(logits, targets, vocab, stats=None):
+    _, z, logsum = _softmax_real(logits, vocab, stats)
     return logsum - z[np.arange(logits.shape[0]), targets]
 
 
-def crossentropy_backward(logits, targets, vocab, scale):
-    probs, _, _ = _softmax_real(logits, vocab)
+def crossentropy_backward(logits, targets, vocab, scale, stats=None):
+    probs, _, _ = _softmax_real(logits, vocab, stats)
     onehot = np.zeros_like(probs)
     onehot[np.arange(logits.shape[0]), targets] = 1.0
     dlogits = np.zeros_like(logits)

@@ -11,7 +11,7 @@ import math
 from .. import canonical
 from ..config import Config
 from ..formats import checkpoint
-from ..formats.geometry import layernorm_backward_blocks
+from ..formats.geometry import layernorm_backward_blocks, lm_head_leaves_stats, stats_width
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, step_size_exact
 from .arena import Plane, align, lay_out
@@ -45,11 +45,20 @@ def parameter_tensors(model) -> dict:
     return tensors
 
 
-def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
+def lm_head_stats_width(model, batch: int, arch: str) -> int:
+    """matmul_forward_stats' width where the training step's lm head leaves the loss its rows' statistics
+    (geometry.lm_head_leaves_stats; plane logit_stats), else 0."""
+    scalars = {"N": batch * model.context, "C": model.width, "OC": model.vocab_padded}
+    return stats_width(scalars, arch) if lm_head_leaves_stats(scalars, arch) else 0
+
+
+def planes_for(model, batch: int, staging_bytes: int, width: int = 0) -> list[Plane]:
+    """The arena's planes; width: lm_head_stats_width's (0: no logit_stats)."""
     B, T, C, L, NH, Vp, P = batch, model.context, model.width, model.layers, model.heads, model.vocab_padded, model.parameter_count
     step = lambda name, dtype, *shape: Plane(name, dtype, shape, "step")  # noqa: E731
     layer = lambda name, dtype, *shape: Plane(name, dtype, (L, *shape), "step", region="layer")  # noqa: E731
     weight = lambda name, dtype, lifetime: Plane(name, dtype, (P,), lifetime, region="tensor")  # noqa: E731
+    stats = [step("logit_stats", "f32", B, T, -(-Vp // width), 2)] if width else []
     return [
         weight("params", "f32", "persistent"), weight("m", "f32", "persistent"),
         weight("v", "f32", "persistent"), weight("weights", "f16", "persistent"),
@@ -62,7 +71,7 @@ def planes_for(model, batch: int, staging_bytes: int) -> list[Plane]:
         layer("fch_slope", "f16", B, T, 4 * C), layer("fch_gelu", "f16", B, T, 4 * C),
         layer("fcproj", "f16", B, T, C), layer("residual3", "f16", B, T, C),
         step("lnf", "f16", B, T, C), step("lnf_mean", "f32", B, T), step("lnf_rstd", "f32", B, T),
-        step("logits", "f16", B, T, Vp), step("losses", "f32", B, T), step("predictions", "i32", B, T),
+        step("logits", "f16", B, T, Vp), *stats, step("losses", "f32", B, T), step("predictions", "i32", B, T),
         weight("grads", "f16", "step"), step("flag", "i32", 1),
         step("dlogits", "f16", B, T, Vp), step("dresidual", "f16", B, T, C), step("dbtc", "f16", B, T, C),
         step("dbt3c", "f16", B, T, 3 * C), step("dbt4c", "f16", B, T, 4 * C),
@@ -105,11 +114,13 @@ def part_spans(offset: int, nbytes: int, tensors: dict):
 def build_plan(config: Config) -> dict:
     model, run, learner = config.model, config.run, config.learner
     alignment = config.target["alignment"]
-    laid, arena_bytes = lay_out(planes_for(model, run.batch, run.staging_bytes), alignment)
+    arch, sm_count = config.target["arch"], config.target["sm_count"]
+    stats = lm_head_stats_width(model, run.batch, arch)
+    laid, arena_bytes = lay_out(planes_for(model, run.batch, run.staging_bytes, stats), alignment)
     planes = {p.name: p for p in laid}
     tensors = parameter_tensors(model)
     buffers, host_bytes = host_buffers(run.batch, model.context, model.vocab_padded, run.staging_bytes)
-    step = Step(model, planes, tensors, run.batch, learner)
+    step = Step(model, planes, tensors, run.batch, learner, stats)
     n = run.batch * model.context
     part_bytes = 4 * model.parameter_count
     payload_chunks = chunks(3 * part_bytes, run.staging_bytes)
@@ -129,7 +140,6 @@ def build_plan(config: Config) -> dict:
     def take_context(piece: Piece):
         piece.h2d("context", 0, step.at("context"), 4 * (n + 1))
 
-    arch, sm_count = config.target["arch"], config.target["sm_count"]
     forward = Piece("forward", arch, sm_count)
     take_context(forward)
     forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)

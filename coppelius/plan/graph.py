@@ -58,8 +58,9 @@ def decay_groups(tensors: dict) -> list[tuple[int, int, bool]]:
 
 
 class Step:
-    def __init__(self, model, planes: dict, tensors: dict, batch: int, learner):
+    def __init__(self, model, planes: dict, tensors: dict, batch: int, learner, stats_width: int = 0):
         self.m, self.planes, self.tensors, self.B, self.learner = model, planes, tensors, batch, learner
+        self.stats_width = stats_width  # > 0: the training step's lm head leaves its loss the rows' statistics
         self.T, self.C, self.L, self.NH = model.context, model.width, model.layers, model.heads
         self.V, self.Vp = model.vocab, model.vocab_padded
         self.N = batch * model.context
@@ -108,8 +109,12 @@ class Step:
             p.launch("residual_layernorm_forward", residual=self.act("residual3", l),
                      **(norm("lnf", None) if l == L - 1 else norm("ln1", l + 1)), inp1=self.act("residual2", l),
                      inp2=self.act("fcproj", l), N=N, C=C)
-        p.launch("matmul_forward", out=self.at("logits"), inp=self.at("lnf"), weight=w("wte"), bias=None,
-                 N=N, C=C, OC=self.Vp)
+        if self.stats_width and not with_predictions:
+            p.launch("matmul_forward_stats", out=self.at("logits"), stats=self.at("logit_stats"), inp=self.at("lnf"),
+                     weight=w("wte"), N=N, C=C, OC=self.Vp, V=self.V, width=self.stats_width)
+        else:
+            p.launch("matmul_forward", out=self.at("logits"), inp=self.at("lnf"), weight=w("wte"), bias=None,
+                     N=N, C=C, OC=self.Vp)
         if with_predictions:  # the training step's losses come with its gradient (backward)
             p.launch("crossentropy_forward", losses=self.at("losses"), logits=self.at("logits"),
                      targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp)
@@ -121,9 +126,14 @@ class Step:
         w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
         g = lambda name, l=None: self.param("grads", name, l)  # noqa: E731
         scale = nearest_f32(Fraction(self.learner.loss_scale, N))
-        p.launch("crossentropy_forward_backward", losses=self.at("losses"), dlogits=self.at("dlogits"),
-                 logits=self.at("logits"), targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp,
-                 scale=f32_word(scale))
+        if self.stats_width:  # the statistics the forward's lm head left
+            p.launch("crossentropy_forward_backward_stats", losses=self.at("losses"), dlogits=self.at("dlogits"),
+                     logits=self.at("logits"), stats=self.at("logit_stats"), targets=self.at("context", 1), N=N,
+                     V=self.V, Vp=self.Vp, width=self.stats_width, scale=f32_word(scale))
+        else:
+            p.launch("crossentropy_forward_backward", losses=self.at("losses"), dlogits=self.at("dlogits"),
+                     logits=self.at("logits"), targets=self.at("context", 1), N=N, V=self.V, Vp=self.Vp,
+                     scale=f32_word(scale))
         p.launch("matmul_backward_weight", dweight=g("wte"), dbias=None, dout=self.at("dlogits"), inp=self.at("lnf"),
                  N=N, C=C, OC=self.Vp, accumulate=0)
         p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),

@@ -76,6 +76,11 @@ def matmul_forward(out, inp, weight, bias, N, C, OC):
                                 None if bias is None else f32(bias)).ravel()
 
 
+def matmul_forward_stats(out, stats, inp, weight, N, C, OC, V, width):
+    matmul_forward(out, inp, weight, None, N, C, OC)
+    stats[:] = ref.softmax_parts(f32(out).reshape(N, OC), V, width).ravel()  # of out's fp16 values, as stored
+
+
 def matmul_backward_input(dinp, dout, weight, N, C, OC):
     dinp[:] = (f32(dout).reshape(N, OC) @ f32(weight).reshape(OC, C)).ravel()
 
@@ -138,6 +143,13 @@ def crossentropy_backward(dlogits, logits, targets, N, V, Vp, scale):
 def crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, Vp, scale):
     crossentropy_forward(losses, logits, targets, N, V, Vp)
     crossentropy_backward(dlogits, logits, targets, N, V, Vp, scale)
+
+
+def crossentropy_forward_backward_stats(losses, dlogits, logits, stats, targets, N, V, Vp, width, scale):
+    x = f32(logits).reshape(N, Vp)  # a copy: dlogits may be logits
+    row = ref.merge_softmax_parts(stats.reshape(N, -(-Vp // width), 2))
+    losses[:] = ref.crossentropy_forward(x, targets, V, row)
+    dlogits[:] = ref.crossentropy_backward(x, targets, V, scale, row).ravel()
 
 
 def argmax_forward(predictions, logits, N, V, Vp):

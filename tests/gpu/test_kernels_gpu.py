@@ -359,6 +359,27 @@ def test_crossentropy(card, rng, V, Vp):
                    logits=logits, targets=targets, N=N, V=V, Vp=Vp, scale=scale)
     assert fused["dlogits"].tobytes() == got["dlogits"].tobytes(), "fused dlogits differ from crossentropy_backward's"
     assert fused["losses"].tobytes() == losses.tobytes(), "fused losses differ from crossentropy_forward's"
+    # from statistics a matmul_forward_stats would leave (float64 here; parts of `width` columns, the last ones cut
+    # by V, with width 8 some past it empty): the fused kernel's results but for the sums' order
+    x = logits.reshape(N, Vp).astype(np.float64)
+    for width in (8, 256):
+        parts = -(-Vp // width)
+        stats = np.zeros((N, parts, 2), np.float32)
+        stats[..., 0] = -np.inf
+        for j in range(parts):
+            lo, hi = j * width, min((j + 1) * width, V)
+            if lo < hi:
+                m = x[:, lo:hi].max(axis=1)
+                stats[:, j, 0], stats[:, j, 1] = m, np.exp(x[:, lo:hi] - m[:, None]).sum(axis=1)
+        got, want = run(card, "crossentropy_forward_backward_stats", losses=np.zeros(N, np.float32),
+                        dlogits=half(rng, N * Vp), logits=logits, stats=stats.ravel(), targets=targets, N=N, V=V,
+                        Vp=Vp, width=width, scale=scale)
+        name = f"crossentropy_forward_backward_stats width={width}"
+        assert not got["dlogits"].reshape(N, Vp)[:, V:].any(), "padding columns must be exactly 0"
+        compare(name, "losses", got["losses"], want["losses"], rel=1e-5, atol=1e-6)
+        compare(name, "dlogits", got["dlogits"], want["dlogits"], ulps=2)
+        compare(f"{name} against the fused", "losses", got["losses"], fused["losses"], rel=1e-5, atol=1e-6)
+        compare(f"{name} against the fused", "dlogits", got["dlogits"], fused["dlogits"], ulps=2)
 
 
 @pytest.mark.parametrize("V, Vp", [(1000, 1024), (77, 77)])

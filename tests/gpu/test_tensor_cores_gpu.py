@@ -28,15 +28,15 @@ import pytest
 import coppelius
 from coppelius.kernels import reference as ref
 from coppelius.formats.kernels import KERNELS, PTR_KINDS, SCALAR_KINDS, param_layout
-from coppelius.formats.geometry import cluster_size, geometry
+from coppelius.formats.geometry import cluster_size, geometry, stats_width
 from coppelius.runtime import cpu
 from cuda_harness import allow_cluster, launch_in_clusters
 
 pytestmark = pytest.mark.gpu
 
 SOURCES = Path(coppelius.__file__).resolve().parent / "kernels" / "cuda"
-TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_backward_input", "matmul_backward_input_gelu",
-              "matmul_backward_weight", "attention_forward", "attention_backward")
+TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_backward_input",
+              "matmul_backward_input_gelu", "matmul_backward_weight", "attention_forward", "attention_backward")
 UNFUSED = ("gelu_forward", "gelu_backward")  # what the matmuls' gelu epilogues fuse, launched to compare bits
 TOL_FP16 = 2e-3
 TOL_ATTN_BWD = 4e-3
@@ -54,7 +54,7 @@ def _ck(result):
 
 
 class Gpu:
-    """One context, the seven kernels (and the two gelus) loaded, and a few helpers over the driver API."""
+    """One context, the tensor-core kernels (and the two gelus) loaded, and a few helpers over the driver API."""
 
     def __init__(self, cubin: bytes | None = None, arch: str | None = None):
         """cubin: this card's (NVRTC for its arch, or COPPELIUS_TC_CUBIN); or another arch's PTX with that arch, whose
@@ -288,6 +288,7 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
         c_out = c_out.reshape(N, C)
     compare(f"bwd_input {tag}", res["dinp"].reshape(N, C)[r], g64[r] @ w64, TOL_FP16, c_out)
     _gelu_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w, "bias": p_b}, r, tag)
+    _stats_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w}, r, tag)
     _gelu_backward_epilogue(g, rng, N, C, OC, {"dout": p_dout, "weight": p_w}, r, tag,
                             (dout, weight) if full_check else None)
 
@@ -327,6 +328,34 @@ def _gelu_epilogue(g, N, C, OC, p: dict, r, tag):
     pre = g.get(p_out, np.float16, N * OC).reshape(N, OC)[r].astype(np.float64)
     compare(f"fwd_gelu {tag}", fused["out_gelu"].reshape(N, OC)[r], ref.gelu_forward(pre), TOL_FP16)
     compare(f"fwd_gelu_slope {tag}", fused["slope"].reshape(N, OC)[r], ref.gelu_slope(pre), TOL_FP16)
+
+
+def _stats_epilogue(g, N, C, OC, p: dict, r, tag):
+    """matmul_forward_stats' out has matmul_forward's bits (no bias), and its statistics of each row's parts (the
+    launch's tile width; V cuts one, and where OC - V exceeds the width, parts past V are empty) are the float64 max
+    (exact) and sum of exp of those fp16 values."""
+    sc = {"N": N, "C": C, "OC": OC}
+    V = 50257 if OC == 50304 else OC - 300 if OC > 600 else max(1, OC - 3)
+    width = stats_width(sc, g.arch)
+    parts = -(-OC // width)
+    p_plain, p_out, p_stats = g.alloc(N * OC * 2), g.alloc(N * OC * 2), g.alloc(N * parts * 8)
+    plain = run_twice(g, "matmul_forward", {"out": p_plain, "inp": p["inp"], "weight": p["weight"], "bias": None, **sc},
+                      {"out": (p_plain, np.float16, N * OC)})["out"]
+    res = run_twice(g, "matmul_forward_stats", {"out": p_out, "stats": p_stats, "inp": p["inp"],
+                                                "weight": p["weight"], **sc, "V": V, "width": width},
+                    {"out": (p_out, np.float16, N * OC), "stats": (p_stats, np.float32, N * parts * 2)})
+    assert res["out"].tobytes() == plain.tobytes(), f"fwd_stats {tag}: out differs from matmul_forward's"
+    x = plain.reshape(N, OC)[r].astype(np.float64)
+    got = res["stats"].reshape(N, parts, 2)[r]
+    want_m, want_s = np.full((len(x), parts), -np.inf), np.zeros((len(x), parts))
+    for j in range(parts):
+        lo, hi = j * width, min((j + 1) * width, V)
+        if lo < hi:
+            want_m[:, j] = x[:, lo:hi].max(axis=1)
+            want_s[:, j] = np.exp(x[:, lo:hi] - want_m[:, j, None]).sum(axis=1)
+    assert np.array_equal(got[..., 0], want_m), f"fwd_stats {tag} width={width} V={V}: maxima differ"
+    assert not got[..., 1][want_s == 0].any(), f"fwd_stats {tag}: an empty part's sum is not 0"
+    compare(f"fwd_stats {tag} width={width} V={V}", got[..., 1], want_s, 1e-5)
 
 
 def _gelu_backward_epilogue(g, rng, N, C, OC, p: dict, r, tag, host_operands=None):

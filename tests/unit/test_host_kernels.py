@@ -19,6 +19,7 @@ from coppelius.formats.elf import host_machine
 from coppelius.formats.geometry import encoder_run_length, layernorm_backward_blocks
 from coppelius.host.build import HOST_DIR, compile_program
 from coppelius.formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, param_layout
+from coppelius.kernels import reference
 from coppelius.runtime import cpu
 
 DRIVER_SOURCE = Path(__file__).with_name("host_kernel_driver.c")
@@ -47,6 +48,8 @@ TOLERANCE = {
     "gelu_forward": {"out": HALF_SUMS}, "gelu_backward": {"dinp": EXACT},
     "crossentropy_forward": {"losses": FLOAT_SUMS}, "crossentropy_backward": {"dlogits": HALF_SUMS},
     "crossentropy_forward_backward": {"losses": FLOAT_SUMS, "dlogits": HALF_SUMS},
+    "matmul_forward_stats": {"out": HALF_SUMS, "stats": FLOAT_SUMS},
+    "crossentropy_forward_backward_stats": {"losses": FLOAT_SUMS, "dlogits": HALF_SUMS},
 }
 
 
@@ -109,6 +112,13 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
         return {"slope": np.zeros(rows * out_width, np.float16), "out_gelu": np.zeros(rows * out_width, np.float16),
                 "inp": _half(rng, rows, width), "weight": _half(rng, out_width, width, scale=0.2),
                 "bias": _half(rng, out_width)}, {"N": rows, "C": width, "OC": out_width}
+    if kernel == "matmul_forward_stats":
+        # values that are multiples of 1/32 below 2^6 in every sum: out is exact in any order, so the stats of C and
+        # numpy are of the same fp16 values; parts of 16 columns over V = 37 of 72: one cut by V, two empty
+        inp = (rng.integers(-4, 5, (rows, width)) / 4).astype(np.float16).ravel()
+        weight = (rng.integers(-4, 5, (out_width, width)) / 8).astype(np.float16).ravel()
+        return {"out": np.zeros(rows * out_width, np.float16), "stats": np.full(rows * 5 * 2, np.nan, np.float32),
+                "inp": inp, "weight": weight}, {"N": rows, "C": width, "OC": out_width, "V": 37, "width": 16}
     if kernel == "matmul_backward_input":
         return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
                 "weight": _half(rng, out_width, width, scale=0.2)}, {"N": rows, "C": width, "OC": out_width}
@@ -147,6 +157,11 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
     if kernel == "crossentropy_forward_backward":
         return {"losses": np.zeros(N, np.float32), "dlogits": _half(rng, N, VP), "logits": logits,
                 "targets": targets}, {"N": N, "V": V, "Vp": VP, "scale": np.float32(1024 / N)}
+    if kernel == "crossentropy_forward_backward_stats":
+        parts = 16  # 3 parts of the 40 columns, the last cut by V = 37
+        stats = reference.softmax_parts(logits.astype(np.float32).reshape(N, VP), V, parts).ravel()
+        return {"losses": np.zeros(N, np.float32), "dlogits": _half(rng, N, VP), "logits": logits, "stats": stats,
+                "targets": targets}, {"N": N, "V": V, "Vp": VP, "width": parts, "scale": np.float32(1024 / N)}
     if kernel == "argmax_forward":
         logits[3 * VP + 5] = logits[3 * VP + 9] = np.float16(60000)  # a tie: the first index wins
         return {"predictions": np.full(N, -1, np.int32), "logits": logits}, {"N": N, "V": V, "Vp": VP}
@@ -380,3 +395,132 @@ def test_encoder_backward_sums_in_the_devices_run_order(driver, tmp_path):
     for got in (numpy_device["dwte"], c_kernel["dwte"]):
         print(f"{int((got != want).sum())} of {want.size} dwte values differ from the written-out order")
         assert got.tobytes() == want.tobytes()
+
+
+IN_PLACE_SOURCE = r"""
+// crossentropy_forward_backward_stats with dlogits = logits: DIR N V Vp width scale (a hex float)
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels.h"
+#include "threads.h"
+
+static void* load(const char* dir, const char* name, size_t bytes) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    FILE* f = fopen(path, "rb");
+    void* data = malloc(bytes);
+    if (!f || !data || fread(data, 1, bytes, f) != bytes) exit(3);
+    fclose(f);
+    return data;
+}
+
+static void save(const char* dir, const char* name, const void* data, size_t bytes) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.out", dir, name);
+    FILE* f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, bytes, f) != bytes) exit(4);
+    fclose(f);
+}
+
+int main(int argc, char** argv) {
+    if (argc != 7) return 2;
+    int N = atoi(argv[2]), V = atoi(argv[3]), Vp = atoi(argv[4]), width = atoi(argv[5]);
+    float scale = strtof(argv[6], NULL);
+    size_t parts = (size_t)((Vp + width - 1) / width);
+    half* logits = load(argv[1], "logits", (size_t)N * Vp * sizeof(half));
+    float* stats = load(argv[1], "stats", (size_t)N * parts * 2 * sizeof(float));
+    int32_t* targets = load(argv[1], "targets", (size_t)N * sizeof(int32_t));
+    float* losses = calloc((size_t)N, sizeof(float));
+    if (!losses) return 5;
+    threads_start(2);
+    crossentropy_forward_backward_stats(losses, logits, logits, stats, targets, N, V, Vp, width, scale);
+    threads_stop();
+    save(argv[1], "losses", losses, (size_t)N * sizeof(float));
+    save(argv[1], "dlogits", logits, (size_t)N * Vp * sizeof(half));
+    return 0;
+}
+"""
+
+
+def test_the_c_lm_head_stats_are_matmul_forward_and_crossentropy(driver, tmp_path):
+    """In C: matmul_forward_stats' out is matmul_forward's (null bias) bit for bit and its stats those of out's fp16
+    values (float64 here), empty parts past V and a part cut by V included; crossentropy_forward_backward_stats fed
+    with those stats gives crossentropy_forward_backward's losses and dlogits, in place (dlogits = logits) too."""
+    rng = np.random.default_rng(24)
+    rows, channels, OC, V, width = 12, 24, 40, 20, 8  # parts [16, 20) cut by V, [24, 32) and [32, 40) empty
+    P = OC // width
+    inp, weight = _half(rng, rows, channels), _half(rng, OC, channels, scale=0.5)
+    scalars = {"N": rows, "C": channels, "OC": OC}
+    plain = _run_driver(driver, tmp_path / "plain", "matmul_forward", {"out": np.zeros(rows * OC, np.float16),
+                        "inp": inp, "weight": weight}, scalars, runs=1, threads=2)[0]["out"]
+    fused = _run_driver(driver, tmp_path / "fused", "matmul_forward_stats",
+                        {"out": np.zeros(rows * OC, np.float16), "stats": np.full(rows * P * 2, np.nan, np.float32),
+                         "inp": inp, "weight": weight}, scalars | {"V": V, "width": width}, runs=1, threads=2)[0]
+    assert fused["out"].tobytes() == plain.tobytes()
+    stats, x = fused["stats"].reshape(rows, P, 2), plain.astype(np.float64).reshape(rows, OC)
+    want = np.empty((rows, P, 2))
+    for n in range(rows):
+        for j in range(P):
+            part = x[n, j * width:min((j + 1) * width, V)]
+            want[n, j] = (part.max(), np.exp(part - part.max()).sum()) if part.size else (-np.inf, 0.0)
+    empty = np.arange(P) * width >= V
+    assert empty.sum() == 2 and np.all(stats[:, empty, 0] == -np.inf) and np.all(stats[:, empty, 1] == 0.0)
+    m_diff = float(np.abs(stats[:, ~empty, 0] - want[:, ~empty, 0]).max())
+    s_diff = float((np.abs(stats[:, ~empty, 1] - want[:, ~empty, 1]) / want[:, ~empty, 1]).max())
+    print(f"C matmul_forward_stats: max |m - float64| {m_diff:.3g} (tolerance 0), max relative |s - float64| "
+          f"{s_diff:.3g} (tolerance 1e-5)")
+    assert m_diff == 0.0 and s_diff <= 1e-5
+
+    targets = rng.integers(0, V, rows).astype(np.int32)
+    loss_scalars = {"N": rows, "V": V, "Vp": OC, "scale": np.float32(1024 / rows)}
+    whole = _run_driver(driver, tmp_path / "whole", "crossentropy_forward_backward",
+                        {"losses": np.zeros(rows, np.float32), "dlogits": np.zeros(rows * OC, np.float16),
+                         "logits": plain, "targets": targets}, loss_scalars, runs=1, threads=2)[0]
+    parts = _run_driver(driver, tmp_path / "parts", "crossentropy_forward_backward_stats",
+                        {"losses": np.zeros(rows, np.float32), "dlogits": np.zeros(rows * OC, np.float16),
+                         "logits": plain, "stats": fused["stats"], "targets": targets},
+                        loss_scalars | {"width": width}, runs=1, threads=2)[0]
+    source, program = tmp_path / "in_place.c", tmp_path / "in_place"
+    source.write_text(IN_PLACE_SOURCE)
+    compile_program(host_machine(), [HOST_DIR / "loss.c", HOST_DIR / "threads.c", source], program,
+                    include_dirs=[HOST_DIR])
+    directory = tmp_path / "aliased"
+    directory.mkdir()
+    for name, array in (("logits", plain), ("stats", fused["stats"]), ("targets", targets)):
+        (directory / f"{name}.bin").write_bytes(array.tobytes())
+    subprocess.run([str(program), str(directory), str(rows), str(V), str(OC), str(width),
+                    float(loss_scalars["scale"]).hex()], check=True)
+    in_place = {"losses": np.frombuffer((directory / "losses.out").read_bytes(), np.float32),
+                "dlogits": np.frombuffer((directory / "dlogits.out").read_bytes(), np.float16)}
+    assert in_place["losses"].tobytes() == parts["losses"].tobytes()
+    assert in_place["dlogits"].tobytes() == parts["dlogits"].tobytes()
+    loss, got = whole["losses"].astype(np.float64), parts["losses"].astype(np.float64)
+    d, want_d = parts["dlogits"].astype(np.float64), whole["dlogits"].astype(np.float64)
+    relative, of_max = FLOAT_SUMS
+    print(f"C crossentropy_forward_backward_stats against crossentropy_forward_backward: max |loss diff| "
+          f"{np.abs(got - loss).max():.3g} (tolerance {relative:g} x |value| + {of_max:g} x max |value|), max "
+          f"|dlogits diff| {np.abs(d - want_d).max():.3g} (tolerance 2^-10 x |value| + 2^-12 x max |value|); in place: "
+          f"the same bits")
+    assert np.all(np.abs(got - loss) <= relative * np.abs(loss) + of_max * np.abs(loss).max())
+    relative, of_max = HALF_SUMS
+    assert np.all(np.abs(d - want_d) <= relative * np.abs(want_d) + of_max * np.abs(want_d).max())
+    assert np.all(d.reshape(rows, OC)[:, V:] == 0)
+
+
+@pytest.mark.parametrize("kernel, change, reason", [
+    ("matmul_forward_stats", {"width": 0}, "matmul_forward_stats: width is 0"),
+    ("matmul_forward_stats", {"V": 73}, "matmul_forward_stats: V is 73, not in 1..OC (72)"),
+    ("crossentropy_forward_backward_stats", {"width": 0}, "crossentropy_forward_backward_stats: width is 0"),
+    ("crossentropy_forward_backward_stats", {"width": -8}, "crossentropy_forward_backward_stats: width is -8"),
+])
+def test_the_stats_kernels_check_their_sizes(driver, tmp_path, kernel, change, reason):
+    arrays, scalars = _case(kernel, np.random.default_rng(3))
+    directory = tmp_path / "case"
+    directory.mkdir()
+    (directory / "kernel.txt").write_text(kernel + "\n")
+    (directory / "scalars.bin").write_bytes(_scalar_words(kernel, scalars | change))
+    for name, array in arrays.items():
+        (directory / f"{name}.bin").write_bytes(array.tobytes())
+    run = subprocess.run([str(driver), str(directory), "1", "2"], capture_output=True, text=True)
+    assert run.returncode == 2 and reason in run.stderr, run.stderr

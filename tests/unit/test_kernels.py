@@ -1,5 +1,6 @@
 """Reference kernels: every backward against float64 central finite differences, plus the
-forward definitions (attention, cross-entropy padding, argmax, AdamW, all_finite).
+forward definitions (attention, cross-entropy padding, argmax, AdamW, all_finite), and the cpu
+device's lm-head statistics kernels (matmul_forward_stats, crossentropy_forward_backward_stats).
 
 A kernel's scalar test loss is sum(output * W) for a fixed random W, so its backward is fed
 dout = W. Tolerance: max |analytic - numeric| <= RTOL * max |numeric| (+ 1e-12 absolute).
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from coppelius.kernels import reference as k
+from coppelius.runtime import cpu
 
 B, T, TMAX, C, NH, VP, VOCAB = 2, 5, 6, 8, 2, 16, 13
 N = B * T
@@ -290,3 +292,83 @@ def test_float32_stays_float32():
         k.crossentropy_backward(logits, targets, VOCAB, np.float64(1.0 / N)),
     ]
     assert [a.dtype for a in results] == [np.float32] * len(results)
+
+
+# ---------------------------------------------------------------- the lm head's softmax statistics
+
+def test_merged_softmax_parts_are_the_rows_max_and_sum():
+    r = rng(15)
+    logits = r.normal(size=(N, VP)) * 3
+    targets = r.integers(0, VOCAB, size=N)
+    for width in (1, 3, 5, VOCAB, VP, 40):  # parts cut by the vocab, empty parts past it, one part for the row
+        parts = k.softmax_parts(logits, VOCAB, width)
+        assert parts.shape == (N, -(-VP // width), 2)
+        empty = np.arange(parts.shape[1]) * width >= VOCAB
+        assert np.all(parts[:, empty, 0] == -np.inf) and np.all(parts[:, empty, 1] == 0.0)
+        m, s = k.merge_softmax_parts(parts)
+        real = logits[:, :VOCAB]
+        np.testing.assert_array_equal(m, real.max(axis=1))
+        np.testing.assert_allclose(s, np.exp(real - real.max(axis=1, keepdims=True)).sum(axis=1), rtol=1e-13)
+        np.testing.assert_allclose(k.crossentropy_forward(logits, targets, VOCAB, (m, s)),
+                                   k.crossentropy_forward(logits, targets, VOCAB), rtol=1e-13)
+        np.testing.assert_allclose(k.crossentropy_backward(logits, targets, VOCAB, 0.37, (m, s)),
+                                   k.crossentropy_backward(logits, targets, VOCAB, 0.37), rtol=1e-12, atol=1e-15)
+
+
+# The cpu device's matmul_forward_stats and crossentropy_forward_backward_stats (fp16 storage, float32 arithmetic).
+# (OC, V, width): empty parts past V with a part cut by V; a cut part only; one part for the row; no cut part.
+STATS_CASES = [(40, 20, 8), (40, 37, 16), (40, 20, 64), (40, 40, 10)]
+STATS_RTOL = 1e-5  # float32 sums of at most 64 float32 exps against float64
+
+
+def _lm_head(seed, OC, V, width, rows=6, channels=24):
+    r = rng(seed)
+    inp = r.normal(size=(rows, channels)).astype(np.float16).ravel()
+    weight = (r.normal(size=(OC, channels)) * 0.5).astype(np.float16).ravel()
+    P = -(-OC // width)
+    out, stats = np.full(rows * OC, np.nan, np.float16), np.full(rows * P * 2, np.nan, np.float32)
+    cpu.matmul_forward_stats(out, stats, inp, weight, rows, channels, OC, V, width)
+    plain = np.full(rows * OC, np.nan, np.float16)
+    cpu.matmul_forward(plain, inp, weight, None, rows, channels, OC)
+    return out, plain, stats.reshape(rows, P, 2), r.integers(0, V, rows).astype(np.int32)
+
+
+@pytest.mark.parametrize("OC, V, width", STATS_CASES)
+def test_matmul_forward_stats_is_matmul_forward_and_the_stats_of_its_parts(OC, V, width):
+    out, plain, stats, _ = _lm_head(16, OC, V, width)
+    assert out.tobytes() == plain.tobytes()  # matmul_forward with a null bias, bit for bit
+    x = out.astype(np.float64).reshape(-1, OC)  # the fp16 values as stored
+    want = np.empty(stats.shape)
+    for n in range(x.shape[0]):
+        for j in range(stats.shape[1]):
+            part = x[n, j * width:min((j + 1) * width, V)]
+            want[n, j] = (part.max(), np.exp(part - part.max()).sum()) if part.size else (-np.inf, 0.0)
+    empty = np.arange(stats.shape[1]) * width >= V
+    assert np.all(stats[:, empty, 0] == -np.inf) and np.all(stats[:, empty, 1] == 0.0)
+    m_diff = float(np.abs(stats[:, ~empty, 0] - want[:, ~empty, 0]).max())
+    s_diff = float((np.abs(stats[:, ~empty, 1] - want[:, ~empty, 1]) / want[:, ~empty, 1]).max())
+    print(f"matmul_forward_stats OC={OC} V={V} width={width} ({int(empty.sum())} empty parts): max |m - float64| "
+          f"{m_diff:.3g} (tolerance 0), max relative |s - float64| {s_diff:.3g} (tolerance {STATS_RTOL:g})")
+    assert m_diff == 0.0 and s_diff <= STATS_RTOL
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("OC, V, width", STATS_CASES)
+def test_crossentropy_from_the_stats_is_crossentropy(OC, V, width, in_place):
+    logits, _, stats, targets = _lm_head(17, OC, V, width)
+    rows, Vp, scale = stats.shape[0], OC, np.float32(1024 / 6)
+    losses, dlogits = np.full(rows, np.nan, np.float32), np.full(rows * Vp, np.nan, np.float16)
+    cpu.crossentropy_forward_backward(losses, dlogits, logits, targets, rows, V, Vp, scale)
+    got_losses = np.full(rows, np.nan, np.float32)
+    got = logits.copy() if in_place else np.full(rows * Vp, np.nan, np.float16)
+    cpu.crossentropy_forward_backward_stats(got_losses, got, got if in_place else logits, stats.ravel(), targets,
+                                            rows, V, Vp, width, scale)
+    loss_diff = float(np.abs(got_losses.astype(np.float64) - losses).max())
+    d, want = got.astype(np.float64), dlogits.astype(np.float64)
+    d_diff = float(np.abs(d - want).max())
+    print(f"crossentropy_forward_backward_stats OC={OC} V={V} width={width} in place={in_place}: max |loss diff| "
+          f"{loss_diff:.3g} (tolerance 1e-5 x |loss| + 1e-6), max |dlogits diff| {d_diff:.3g} "
+          f"(tolerance 2^-10 x |value| + 2^-12 x max |value|)")
+    assert np.all(np.abs(got_losses - losses) <= 1e-5 * np.abs(losses) + 1e-6)
+    assert np.all(np.abs(d - want) <= 2.0 ** -10 * np.abs(want) + 2.0 ** -12 * np.abs(want).max())
+    assert np.all(got.reshape(rows, Vp)[:, V:] == 0)

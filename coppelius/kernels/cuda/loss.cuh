@@ -1,12 +1,14 @@
-// crossentropy_forward, crossentropy_backward, crossentropy_forward_backward, argmax_forward: a block per row of logits
-// (grid.x = N), over the first V of its Vp columns; a thread reads columns 8*tid + 2048*i.
-// The backwards read the row twice (statistics, then dlogits, backwards), the others once.
+// crossentropy_forward, crossentropy_backward, crossentropy_forward_backward, crossentropy_forward_backward_stats,
+// argmax_forward: a block per row of logits (grid.x = N), over the first V of its Vp columns; a thread reads columns
+// 8*tid + 2048*i. The backwards read the row twice (statistics, then dlogits, backwards), the others once (the _stats
+// form takes the statistics matmul_forward_stats left).
 // exp is the hardware's (__expf: ex2.approx of x log2 e, a few fp32 ulps; expf's accurate sequence
 // made the gpt2 lm-head rows instruction-bound, 2x their bytes' time on the H200), and dlogits
 // multiplies by 1/s: within 2 fp16 ulps of the cpu device, losses within 1e-5 relative.
 #ifndef COPPELIUS_LOSS_CUH
 #define COPPELIUS_LOSS_CUH
 #include "common.cuh"
+#include "softmax.cuh"
 
 namespace cpl {
 namespace loss {
@@ -31,12 +33,16 @@ __device__ __forceinline__ void for_packs(const __half* x, int end, bool vec, F 
     }
 }
 
-// (m, s) <- the pair for the union of two sets: max m and sum of exp(x - m). Symmetric in its two
-// arguments bit for bit (a + b == b + a), so a butterfly leaves every lane with the same pair.
-__device__ __forceinline__ void merge(float& m, float& s, float om, float os) {
-    const float M = fmaxf(m, om);
-    s = M == neg_inf() ? 0.f : s * __expf(m - M) + os * __expf(om - M);
-    m = M;
+// Every thread <- the merge of the block's pairs: over each warp by a butterfly, then over the warps in warp order.
+// `scratch`: 2 * WARPS floats of shared memory.
+__device__ __forceinline__ void block_merge(float* scratch, float& m, float& s) {
+    softmax_warp_merge(m, s);
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m, scratch[WARPS + (threadIdx.x >> 5)] = s;
+    __syncthreads();
+    m = scratch[0];
+    s = scratch[WARPS];
+#pragma unroll
+    for (int w = 1; w < WARPS; ++w) softmax_merge(m, s, scratch[w], scratch[WARPS + w]);
 }
 
 // The row's maximum m over its first V columns and the sum s of exp(x - m) there, in one pass
@@ -45,27 +51,8 @@ __device__ __forceinline__ void merge(float& m, float& s, float om, float os) {
 __device__ __forceinline__ void softmax_stats(const __half* x, int V, bool vec, float* scratch, float& m, float& s) {
     m = neg_inf();
     s = 0.f;
-    for_packs(x, V, vec, [&](int c, const Pack& p) {
-        float pm = neg_inf();
-#pragma unroll
-        for (int k = 0; k < PACK; ++k)
-            if (c + k < V) pm = fmaxf(pm, p.v[k]);
-        if (pm > m) {
-            s *= __expf(m - pm);
-            m = pm;
-        }
-#pragma unroll
-        for (int k = 0; k < PACK; ++k)
-            if (c + k < V) s += __expf(p.v[k] - m);
-    });
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) merge(m, s, __shfl_xor_sync(FULL, m, o), __shfl_xor_sync(FULL, s, o));
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m, scratch[WARPS + (threadIdx.x >> 5)] = s;
-    __syncthreads();
-    m = scratch[0];
-    s = scratch[WARPS];
-#pragma unroll
-    for (int w = 1; w < WARPS; ++w) merge(m, s, scratch[w], scratch[WARPS + w]);
+    for_packs(x, V, vec, [&](int c, const Pack& p) { softmax_add<PACK>(m, s, p.v, V - c); });
+    block_merge(scratch, m, s);
 }
 }  // namespace loss
 }  // namespace cpl
@@ -85,24 +72,19 @@ extern "C" __global__ void __launch_bounds__(256)
 
 namespace cpl {
 namespace loss {
-// dlogits = (softmax - onehot(target)) * scale in the first V columns, exact zeros in the padding; and, when losses
-// is not null, crossentropy_forward's loss of the row from the same statistics. (Keeping the row in shared memory
-// for the second pass, two 100 KiB blocks an SM, was slower on the H200: 2.78 ms against 2.29 at gpt2's lm head; so
-// was the row held in the registers of a 1024-thread block, 7 packs a thread, one block an SM at 64 registers: 2.74
-// against 2.25, and the 256-thread blocks under __launch_bounds__(1024) 2.33, 2026-12-02.)
-__device__ __forceinline__ void backward_row(float* losses, __half* dlogits, const __half* logits, const int* targets,
-                                             int V, int Vp, float scale) {
-    __shared__ float scratch[2 * WARPS];
+// The row's dlogits = (softmax - onehot(target)) * scale in the first V columns, exact zeros in the padding; and, when
+// losses is not null, crossentropy_forward's loss, from its statistics (m, s), in column order or (REVERSE) from the
+// last pack down.
+template <bool REVERSE>
+__device__ __forceinline__ void write_row(float* losses, __half* dlogits, const __half* logits, const int* targets,
+                                          int V, int Vp, float scale, bool vec, float m, float s) {
     const int n = blockIdx.x;
-    const bool vec = Vp % PACK == 0 && aligned16(logits) && aligned16(dlogits);
     const __half* x = logits + (i64)n * Vp;
     __half* d = dlogits + (i64)n * Vp;
-    float m, s;
-    softmax_stats(x, V, vec, scratch, m, s);
     const int target = targets[n];
     if (losses != nullptr && threadIdx.x == 0) losses[n] = logf(s) - (ld(x, target) - m);
     const float inv_s = 1.0f / s;
-    for_packs<true>(x, Vp, vec, [&](int c, const Pack& p) {
+    for_packs<REVERSE>(x, Vp, vec, [&](int c, const Pack& p) {
         Pack y;
 #pragma unroll
         for (int k = 0; k < PACK; ++k) {
@@ -111,6 +93,20 @@ __device__ __forceinline__ void backward_row(float* losses, __half* dlogits, con
         }
         store_pack(d, c, Vp, vec, y);
     });
+}
+
+// The statistics from a first pass over the row, then write_row backwards (where the pass ended). (Keeping the row
+// in shared memory for the second pass, two 100 KiB blocks an SM, was slower on the H200: 2.78 ms against 2.29 at
+// gpt2's lm head; so was the row held in the registers of a 1024-thread block, 7 packs a thread, one block an SM at
+// 64 registers: 2.74 against 2.25, and the 256-thread blocks under __launch_bounds__(1024) 2.33, 2026-12-02; blocks
+// of 512 or 1024 threads, so that fewer rows are in flight: 2.38-3.46 against 2.23, 2026-12-03.)
+__device__ __forceinline__ void backward_row(float* losses, __half* dlogits, const __half* logits, const int* targets,
+                                             int V, int Vp, float scale) {
+    __shared__ float scratch[2 * WARPS];
+    const bool vec = Vp % PACK == 0 && aligned16(logits) && aligned16(dlogits);
+    float m, s;
+    softmax_stats(logits + (i64)blockIdx.x * Vp, V, vec, scratch, m, s);
+    write_row<true>(losses, dlogits, logits, targets, V, Vp, scale, vec, m, s);
 }
 }  // namespace loss
 }  // namespace cpl
@@ -128,6 +124,25 @@ extern "C" __global__ void __launch_bounds__(256)
                                   int V, int Vp, float scale) {
     cpl::grid_dependency();
     cpl::loss::backward_row(losses, dlogits, logits, targets, V, Vp, scale);
+}
+
+// crossentropy_forward_backward with each row's statistics merged from matmul_forward_stats' P = ceil(Vp / width)
+// parts (thread t merges parts t, t + 256, ... in order, then the block as block_merge): the logits read once, where
+// the statistics' own pass over them cost a third of the launch (gpt2's lm head rows, 32768 x 50304: 2.23 ms with
+// it, 1.66 without, H200, 2026-12-03).
+extern "C" __global__ void __launch_bounds__(256)
+    crossentropy_forward_backward_stats(float* losses, __half* dlogits, const __half* logits, const float* stats,
+                                        const int* targets, int N, int V, int Vp, int width, float scale) {
+    cpl::grid_dependency();
+    using namespace cpl;
+    __shared__ float scratch[2 * WARPS];
+    const int parts = (Vp + width - 1) / width;
+    const float2* part = reinterpret_cast<const float2*>(stats) + (i64)blockIdx.x * parts;
+    float m = neg_inf(), s = 0.f;
+    for (int j = threadIdx.x; j < parts; j += THREADS) softmax_merge(m, s, part[j].x, part[j].y);
+    loss::block_merge(scratch, m, s);
+    const bool vec = Vp % PACK == 0 && aligned16(logits) && aligned16(dlogits);
+    loss::write_row<false>(losses, dlogits, logits, targets, V, Vp, scale, vec, m, s);
 }
 
 namespace cpl {

@@ -1,5 +1,6 @@
-// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight, and the first two with
-// a gelu in their epilogues (matmul_forward_gelu, matmul_backward_input_gelu: MmEpilogue below).
+// Coppelius tensor-core matmuls: matmul_forward, matmul_backward_input, matmul_backward_weight, the first two with
+// a gelu in their epilogues (matmul_forward_gelu, matmul_backward_input_gelu), and matmul_forward with the rows'
+// softmax statistics (matmul_forward_stats): MmEpilogue below.
 //
 // Parameters are the kernel catalog's (coppelius/formats/kernels.py), in its order; the launch
 // geometry is coppelius/formats/geometry.py's. fp16 in memory, fp32 accumulation on the
@@ -36,6 +37,7 @@
 #include <cuda_fp16.h>
 
 #include "gelu.cuh"
+#include "softmax.cuh"
 #include "tensor_core.cuh"
 
 #ifndef COPPELIUS_TC_MATMUL
@@ -65,12 +67,21 @@ __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float 
 // What the epilogue does with the fp32 results (the catalog's matmuls): store them rounded (MM_PLAIN); store gelu's
 // slope at the rounded values to out and their gelu to aux, of out's shape [M][Nn] (matmul_forward_gelu: out = slope,
 // aux = out_gelu; gelu.cuh); or store the rounded values times the slope aux holds (as gelu_backward would, with aux
-// read: matmul_backward_input_gelu, aux = slope).
-enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD };
+// read: matmul_backward_input_gelu, aux = slope); or store them rounded and leave each row's softmax statistics
+// over the tile's columns (matmul_forward_stats: MmStats).
+enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD, MM_STATS };
+
+// MM_STATS' output: for row r and the tile of columns from n0, (max, sum of exp(x - max)) of its fp16 values x in
+// columns [n0, n0 + width) below V, at stats[2 (r P + n0 / width)], P = ceil(Nn / width); width = the tile's.
+struct MmStats {
+    float* stats;
+    int V, width;
+};
 
 template <int EPI>
 __device__ __forceinline__ bool mm_pairs_ok(const __half* out, const __half* aux, int Nn) {
-    const size_t bits = reinterpret_cast<size_t>(out) | (EPI == MM_PLAIN ? 0 : reinterpret_cast<size_t>(aux));
+    const bool aux_stored = EPI == MM_GELU || EPI == MM_GELU_BACKWARD;
+    const size_t bits = reinterpret_cast<size_t>(out) | (aux_stored ? reinterpret_cast<size_t>(aux) : 0);
     return (Nn & 1) == 0 && (bits & 3) == 0;
 }
 
@@ -86,7 +97,7 @@ __device__ __forceinline__ __half2 mm_aux_pair(const __half* aux, size_t at, int
 template <int EPI>
 __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_t at, int col, int Nn, float v0,
                                                  float v1, bool accumulate, bool pair_ok, __half2 x = {}) {
-    if (EPI == MM_PLAIN) {
+    if (EPI == MM_PLAIN || EPI == MM_STATS) {
         mm_store_pair(out + at, col, Nn, v0, v1, accumulate, pair_ok);
         return;
     }
@@ -100,6 +111,22 @@ __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_
     const cpl::GeluValueSlope g0 = cpl::gelu_value_slope(v0), g1 = cpl::gelu_value_slope(v1);
     mm_store_pair(out + at, col, Nn, g0.slope, g1.slope, false, pair_ok);
     mm_store_pair(aux + at, col, Nn, g0.value, g1.value, false, pair_ok);
+}
+
+// MM_STATS from a stored tile read back (out written by this block's threads before a barrier): rows [r0, r0 + rows),
+// warp w of `warps` the rows w, w + warps, ..., lane l the columns n0 + l + 32 i.
+__device__ __forceinline__ void mm_stats_from_out(const MmStats& st, const __half* out, int r0, int rows, int n0,
+                                                  int M, int Nn, int warp, int warps) {
+    const int lane = threadIdx.x & 31, parts = (Nn + st.width - 1) / st.width, end = min(n0 + st.width, st.V);
+    for (int r = r0 + warp; r < min(r0 + rows, M); r += warps) {
+        float m = cpl::neg_inf(), s = 0.f;
+        for (int col = n0 + lane; col < end; col += 32) {
+            const float x = __half2float(out[(size_t)r * Nn + col]);
+            cpl::softmax_add<1>(m, s, &x, 1);
+        }
+        cpl::softmax_warp_merge(m, s);
+        if (lane == 0) reinterpret_cast<float2*>(st.stats)[(size_t)r * parts + n0 / st.width] = make_float2(m, s);
+    }
 }
 
 // The column-tile / row-tile of a 1-D block index, in groups of 8 row tiles so that the blocks
@@ -213,7 +240,8 @@ template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_M
 __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __restrict__ aux,
                                         const __half* __restrict__ A, const __half* __restrict__ B,
                                         const __half* __restrict__ bias, __half* __restrict__ dbias, int M, int Nn,
-                                        int K, int lda, int ldb, bool accumulate, bool vec, int splits) {
+                                        int K, int lda, int ldb, bool accumulate, bool vec, int splits,
+                                        MmStats st = {}) {
     constexpr int NT = WM * WN * 32;
     constexpr int WTM = BM / WM, WTN = BN / WN;
     constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -443,6 +471,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
                                   acc[f][2 * h + 1] + b1, accumulate, pair_ok);
         }
     }
+    if constexpr (EPI == MM_STATS) {
+        __syncthreads();  // the tile is in out
+        mm_stats_from_out(st, out, m0, BM, n0, M, Nn, warp, NT / 32);
+    }
 }
 
 }  // namespace coptc
@@ -455,11 +487,18 @@ namespace coptc {
 template <bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
 __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __half* A, const __half* B,
                                             const __half* bias, __half* dbias, int M, int Nn, int K, int lda, int ldb,
-                                            bool accumulate, bool vec, int splits) {
+                                            bool accumulate, bool vec, int splits, MmStats st = {}) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int tile_n = blockDim.x == MM_HOP_THREADS ? 256 : blockDim.x == 256 ? 128 : 64;
+#else
+    const int tile_n = blockDim.x == 256 ? 128 : 64;
+#endif
+    // MM_STATS' parts are the tiles' columns: a launch planned with another width is the planner's bug
+    if (EPI == MM_STATS && st.width != tile_n) __trap();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (blockDim.x == MM_HOP_THREADS) {
         if constexpr (AK)
-            mm_hopper<AK, BK_MAJOR, EPI>(out, aux, A, B, bias, M, Nn, K, lda, ldb, vec);
+            mm_hopper<AK, BK_MAJOR, EPI>(out, aux, A, B, bias, M, Nn, K, lda, ldb, vec, st);
         else
             mm_hopper_split<AK, BK_MAJOR>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
         return;
@@ -467,10 +506,10 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
 #endif
     if (blockDim.x == 256)
         mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
-                                                              accumulate, vec, splits);
+                                                              accumulate, vec, splits, st);
     else
         mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate,
-                                                            vec, splits);
+                                                            vec, splits, st);
 }
 
 }  // namespace coptc
@@ -499,6 +538,17 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_GELU>(slope, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
                                                    vec, 1);
+}
+
+// matmul_forward without bias, and each row's softmax statistics over each tile's columns below V (MM_STATS): the lm
+// head's, so that crossentropy_forward_backward_stats reads the logits once
+extern "C" __global__ void COPPELIUS_MM_BOUNDS
+    matmul_forward_stats(__half* out, float* stats, const __half* inp, const __half* weight, int N, int C, int OC,
+                         int V, int width) {
+    cpl::grid_dependency();
+    const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
+    coptc::mm_dispatch<true, true, coptc::MM_STATS>(out, nullptr, inp, weight, nullptr, nullptr, N, OC, C, C, C, false,
+                                                    vec, 1, {stats, V, width});
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]

@@ -352,6 +352,26 @@ __device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
     }
 }
 
+// MM_STATS of a batch of hop_finish_store's chunks: a warp's chunks of a step are one row's 32, lane l its columns
+// n0 + 8 l .. + 8 (step = THREADS, a multiple of 32), so a row's statistics are its warp's merge.
+template <int BATCH, int THREADS>
+__device__ __forceinline__ void hop_finish_stats(const MmStats& st, const uint4 (&v)[BATCH], const bool (&ok)[BATCH],
+                                                 int i0, int row0, int m0, int n0, int M, int Nn, int chunks) {
+    static_assert(THREADS % 32 == 0, "a step's chunks are whole rows a warp");
+    const int lane = threadIdx.x & 31, parts = (Nn + st.width - 1) / st.width;
+#pragma unroll
+    for (int b = 0; b < BATCH; ++b) {
+        const int i = i0 + b * THREADS, r = row0 + (i >> 5);
+        if (i >= chunks || m0 + r >= M) continue;  // the same for the warp's lanes
+        const cpl::Pack x = cpl::unpack(v[b]);
+        float m = cpl::neg_inf(), s = 0.f;
+        cpl::softmax_add<8>(m, s, x.v, ok[b] ? st.V - (n0 + lane * 8) : 0);
+        cpl::softmax_warp_merge(m, s);
+        float2* part = reinterpret_cast<float2*>(st.stats) + (size_t)(m0 + r) * parts + n0 / st.width;
+        if (lane == 0) *part = make_float2(m, s);
+    }
+}
+
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
 // warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (with
 // GELU their gelu's slopes to out and values to aux), 16 bytes a lane, a warp a row a step, a batch of steps' shared
@@ -366,8 +386,8 @@ __device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
 template <int EPI, int THREADS = HOP_FINISHERS, int ROWS = 0>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
                                                  int Nn, int t, int row0 = ROWS ? 64 - ROWS : 0,
-                                                 int rows = ROWS ? ROWS : 64) {
-    constexpr int BATCH = EPI == MM_PLAIN ? 4 : 2;
+                                                 int rows = ROWS ? ROWS : 64, MmStats st = {}) {
+    constexpr int BATCH = EPI == MM_PLAIN || EPI == MM_STATS ? 4 : 2;
     const int CHUNKS = rows * 32;  // 16-byte chunks of the rows
     const int chunks_in_row = min(256, Nn - n0) / 8;
     for (int i0 = t; i0 < CHUNKS; i0 += BATCH * THREADS) {
@@ -393,6 +413,7 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
             }
             *reinterpret_cast<uint4*>(out + at[b]) = v[b];
         }
+        if constexpr (EPI == MM_STATS) hop_finish_stats<BATCH, THREADS>(st, v, ok, i0, row0, m0, n0, M, Nn, CHUNKS);
     }
 }
 
@@ -427,7 +448,7 @@ constexpr int HOP_FINISH_AHEAD = 12;
 template <int EPI, int ROWS>
 __device__ __forceinline__ void hop_consumer_finish(const __half* stg, __half* out, __half* aux, int c, int m0, int n0,
                                                     int M, int Nn) {
-    if constexpr (EPI != MM_PLAIN && ROWS > 0) {
+    if constexpr ((EPI == MM_GELU || EPI == MM_GELU_BACKWARD) && ROWS > 0) {
         consumer_sync(c);  // the consumer's rows are whole
         hop_finish_store<EPI, 128, ROWS>(stg, out, aux, m0, n0, M, Nn, threadIdx.x & 127);
     }
@@ -597,7 +618,7 @@ template <bool AK, bool BK_MAJOR, int EPI>
 __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __restrict__ aux,
                                           const __half* __restrict__ A, const __half* __restrict__ B,
                                           const __half* __restrict__ bias, int M, int Nn, int K, int lda, int ldb,
-                                          bool vec) {
+                                          bool vec, MmStats st = {}) {
     constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
@@ -605,7 +626,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const int KT = (K + BK - 1) / BK;
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
-    const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || aligned16(aux));
+    const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || EPI == MM_STATS || aligned16(aux));
     if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn)) {
         mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb);
         return;
@@ -632,7 +653,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                     } else {
                         named_sync(4 + c);
                         hop_finish_store<EPI>(stg, out, aux, m0, n0, M, Nn, tid - 32, 0,
-                                              EPI == MM_GELU ? 64 - hop_consumer_gelu_rows(K) : 64);
+                                              EPI == MM_GELU ? 64 - hop_consumer_gelu_rows(K) : 64, st);
                     }
                     if (s + 1 < slots) named_arrive(6 + c);
                 }
@@ -688,6 +709,10 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out || (EPI != MM_PLAIN && !finished)) {
             hop_store<false, 32, EPI>(out, Nn, acc, m0 + row, n0, M, Nn, pair_ok, aux);
+            if constexpr (EPI == MM_STATS) {
+                consumer_sync(c);  // the consumer's rows are in out
+                mm_stats_from_out(st, out, m0, 64, n0, M, Nn, warp, 4);
+            }
             continue;
         }
         // 16-byte rows: staged in shared memory, then stored by the finishers (or copied out by the TMA unit) while

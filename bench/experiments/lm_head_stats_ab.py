@@ -20,6 +20,29 @@ ROWS = 256
 LOSSES = ("crossentropy_forward_backward", "crossentropy_forward_backward_stats")
 
 
+def worst_rows(gpu, head_args: dict, stats: int, width: int, targets, results: dict, loss_rel, count: int = 3):
+    """The rows whose two losses differ most: each against float64 from its logits, and the statistics' parts that
+    the float64 ones of those logits do not match."""
+    parts = -(-Vp // width)
+    logits = gpu.alloc(N * Vp * 2)
+    gpu.launch("matmul_forward", head_args | {"out": logits})
+    got = gpu.get(stats, np.float32, N * parts * 2).reshape(N, parts, 2)
+    for n in np.argsort(loss_rel)[::-1][:count]:
+        row = np.empty(Vp, np.float16)
+        tc._ck(gpu.d.cuMemcpyDtoH(row.ctypes.data, logits + int(n) * Vp * 2, Vp * 2))
+        x = row[:V].astype(np.float64)
+        m = x.max()
+        bad = []
+        for j in range(parts):
+            seg = x[j * width:min((j + 1) * width, V)]
+            want = (seg.max(), np.exp(seg - seg.max()).sum()) if seg.size else (-np.inf, 0.0)
+            if got[n, j, 0] != want[0] or abs(got[n, j, 1] - want[1]) > 1e-5 * want[1]:
+                bad.append((j, tuple(got[n, j]), want))
+        loss = m + np.log(np.exp(x - m).sum()) - x[targets[n]]
+        print(f"row {n}: losses main {results['main'][0][n]:.6f} stats {results['stats'][0][n]:.6f} float64 "
+              f"{loss:.6f}; max {m:.4f}; parts off {len(bad)}: {bad[:3]}", flush=True)
+
+
 def main(cubin: str | None) -> None:
     gpu = tc.Gpu(Path(cubin).read_bytes() if cubin else None)
     for name in LOSSES:  # not among the harness's tensor-core kernels
@@ -29,7 +52,8 @@ def main(cubin: str | None) -> None:
     rng = np.random.default_rng(0)
     inp, weight = gpu.put(tc.h16(rng, N, C)), gpu.put(tc.h16(rng, Vp, C, scale=0.1))
     logits, stats = gpu.alloc(N * Vp * 2), gpu.alloc(N * -(-Vp // width) * 8)
-    losses, targets = gpu.alloc(N * 4), gpu.put(rng.integers(0, V, N).astype(np.int32))
+    targets_host = rng.integers(0, V, N).astype(np.int32)
+    losses, targets = gpu.alloc(N * 4), gpu.put(targets_host)
     head = {"matmul_forward": {"out": logits, "inp": inp, "weight": weight, "bias": None, **sc},
             "matmul_forward_stats": {"out": logits, "stats": stats, "inp": inp, "weight": weight, **sc, "V": V,
                                      "width": width}}
@@ -44,6 +68,7 @@ def main(cubin: str | None) -> None:
         gpu.sync()
         results[name] = (gpu.get(losses, np.float32, N), gpu.get(logits, np.float16, ROWS * Vp).astype(np.float64))
     loss_rel = np.abs(results["stats"][0] - results["main"][0]) / np.abs(results["main"][0])
+    worst_rows(gpu, head["matmul_forward"], stats, width, targets_host, results, loss_rel)
     print(f"losses: max rel {loss_rel.max():.2e}, mean {results['main'][0].mean():.6f} / "
           f"{results['stats'][0].mean():.6f}; dlogits (first {ROWS} rows): max abs "
           f"{np.abs(results['stats'][1] - results['main'][1]).max():.2e} (max |dlogit| "

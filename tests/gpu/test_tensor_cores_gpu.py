@@ -398,6 +398,42 @@ def test_matmul_gpt2(gpu, rng, N, C, OC):
     _matmul_case(gpu, rng, N, C, OC, full_check=False, rows=rows)
 
 
+def test_loss_in_place_from_the_lm_heads_statistics(gpu, rng):
+    """The training step's lm head and loss at gpt2's vocabulary (512 rows): matmul_forward_stats, then
+    crossentropy_forward_backward_stats writing dlogits over the logits, against crossentropy_forward_backward out of
+    place; and that one in place, bit for bit. Half the targets among the first columns, whose packs are written
+    first: the loss once read its target's logit after another thread had written the gradient over it."""
+    N, C, V, Vp = 512, 64, 50257, 50304
+    sc = {"N": N, "C": C, "OC": Vp}
+    width = stats_width(sc, gpu.arch)
+    for name in ("crossentropy_forward_backward", "crossentropy_forward_backward_stats"):
+        gpu.fn[name] = _ck(gpu.d.cuModuleGetFunction(gpu.module, name.encode()))
+    targets = np.r_[rng.integers(0, 64, N // 2), rng.integers(0, V, N - N // 2)].astype(np.int32)
+    p_inp, p_w, p_t = gpu.put(h16(rng, N, C)), gpu.put(h16(rng, Vp, C, scale=0.3)), gpu.put(targets)
+    logits, dlogits, stats = gpu.alloc(N * Vp * 2), gpu.alloc(N * Vp * 2), gpu.alloc(N * -(-Vp // width) * 8)
+    losses = [gpu.alloc(N * 4) for _ in range(3)]
+    loss = {"logits": logits, "targets": p_t, "N": N, "V": V, "Vp": Vp, "scale": 1.0 / N}
+    gpu.launch("matmul_forward_stats", {"out": logits, "stats": stats, "inp": p_inp, "weight": p_w, **sc, "V": V,
+                                        "width": width})
+    gpu.launch("crossentropy_forward_backward", loss | {"losses": losses[0], "dlogits": dlogits})
+    gpu.launch("crossentropy_forward_backward_stats", loss | {"losses": losses[1], "dlogits": logits, "stats": stats,
+                                                              "width": width})
+    gpu.sync()
+    want_loss, want_d = gpu.get(losses[0], np.float32, N), gpu.get(dlogits, np.float16, N * Vp)
+    got_loss, got_d = gpu.get(losses[1], np.float32, N), gpu.get(logits, np.float16, N * Vp)
+    rel = np.abs(got_loss.astype(np.float64) - want_loss) / np.abs(want_loss)
+    err = np.abs(got_d.astype(np.float64) - want_d)
+    ulps = err / np.spacing(np.maximum(np.abs(want_d), np.float16(2 ** -14))).astype(np.float64)
+    print(f"\n  in place from the statistics: losses max rel {rel.max():.2e}, dlogits max {ulps.max():.0f} fp16 ulps")
+    assert rel.max() < 1e-5 and ulps.max() <= 2
+    gpu.launch("matmul_forward", {"out": logits, "inp": p_inp, "weight": p_w, "bias": None, **sc})
+    gpu.launch("crossentropy_forward_backward", loss | {"losses": losses[2], "dlogits": logits})
+    gpu.sync()
+    assert gpu.get(losses[2], np.float32, N).tobytes() == want_loss.tobytes(), "in place: other losses"
+    assert gpu.get(logits, np.float16, N * Vp).tobytes() == want_d.tobytes(), "in place: other dlogits"
+    gpu.free_all()
+
+
 # ------------------------------------------------------------------------------------ attention
 
 ATTENTION_SHAPES = [  # (B, T, C, NH)

@@ -82,7 +82,10 @@ __device__ __forceinline__ void write_row(float* losses, __half* dlogits, const 
     const __half* x = logits + (i64)n * Vp;
     __half* d = dlogits + (i64)n * Vp;
     const int target = targets[n];
-    if (losses != nullptr && threadIdx.x == 0) losses[n] = logf(s) - (ld(x, target) - m);
+    if (losses != nullptr) {
+        if (threadIdx.x == 0) losses[n] = logf(s) - (ld(x, target) - m);
+        __syncthreads();  // x[target] is read before its thread writes dlogits over it (in place, as the plan has it)
+    }
     const float inv_s = 1.0f / s;
     for_packs<REVERSE>(x, Vp, vec, [&](int c, const Pack& p) {
         Pack y;

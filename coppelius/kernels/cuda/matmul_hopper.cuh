@@ -352,47 +352,18 @@ __device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
     }
 }
 
-// MM_STATS: the statistics of a consumer's staged rows, a finisher a row. A whole row (256 columns below V): its
-// maximum in fp16 pairs (exact), then the sum of exp2(x log2 e - m log2 e) in four running fp32 sums, about 4
-// instructions a value; the finishers' issue slots are what the statistics cost (ncu, gpt2's lm head: the online
-// softmax_add's ~18 instructions a value left the products waiting at the finishers' barriers, 10.1 against 4.4 ms;
-// a warp a row with a butterfly a row, 13.3 against 3.9 ms; H200, 2026-12-03). A row V cuts: softmax_add.
+// MM_STATS: the statistics of a consumer's staged rows, a finisher a row (its columns below V in order, 8 at a time),
+// so that no lanes merge: a warp a row with a butterfly a row left the finishers' dependent shuffles 3.4x slower than
+// the products (gpt2's lm head 13.3 against 3.9 ms, H200, 2026-12-03).
 template <int THREADS>
 __device__ __forceinline__ void hop_finish_stats(const MmStats& st, const __half* stg, int m0, int n0, int M, int Nn,
                                                  int t) {
     const int parts = (Nn + st.width - 1) / st.width, cols = min(256, st.V - n0);
     for (int r = t; r < 64 && m0 + r < M; r += THREADS) {
-        const uint4* row = reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD);
         float m = cpl::neg_inf(), s = 0.f;
-        if (cols == 256) {
-            __half2 top[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) top[k] = __float2half2_rn(m);
-#pragma unroll 8
-            for (int c = 0; c < 32; ++c) {
-                const uint4 v = row[c];
-                const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-                for (int k = 0; k < 4; ++k) top[k] = __hmax2(top[k], h[k]);
-            }
-            const __half2 t2 = __hmax2(__hmax2(top[0], top[1]), __hmax2(top[2], top[3]));
-            m = fmaxf(__low2float(t2), __high2float(t2));
-            const float shift = -m * cpl::LOG2E;
-            float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-            for (int c = 0; c < 32; ++c) {
-                const uint4 v = row[c];
-                const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const float2 x = __half22float2(h[k]);
-                    sum[k] += cpl::exp2_approx(fmaf(x.x, cpl::LOG2E, shift)) +
-                              cpl::exp2_approx(fmaf(x.y, cpl::LOG2E, shift));
-                }
-            }
-            s = (sum[0] + sum[1]) + (sum[2] + sum[3]);
-        } else {
-            for (int c = 0; c < cols; c += 8) cpl::softmax_add<8>(m, s, cpl::unpack(row[c / 8]).v, cols - c);
+        for (int c = 0; c < cols; c += 8) {
+            const cpl::Pack x = cpl::unpack(*reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + c));
+            cpl::softmax_add<8>(m, s, x.v, cols - c);
         }
         reinterpret_cast<float2*>(st.stats)[(size_t)(m0 + r) * parts + n0 / st.width] = make_float2(m, s);
     }

@@ -90,6 +90,11 @@ ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREAD
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
+# The archs whose training step fuses the loss's statistics into the lm head (lm_head_leaves_stats): none yet. On the
+# H200 at gpt2's lm head the loss from the statistics takes 1.67 ms against 2.8 for crossentropy_forward_backward, but
+# matmul_forward_stats 7.7 against matmul_forward's 3.9 (bench/experiments/lm_head_stats_ab.py, 2026-12-03):
+# its finishers' statistics must cost less than the products first (matmul_hopper.cuh, hop_finish_stats).
+LM_HEAD_STATS_ARCHS: tuple[str, ...] = ()
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
 PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
 PROGRAMMATIC_BLOCKS_PER_SM = 4  # the most blocks an SM of either launch of a programmatic edge (measured, programmatic)
@@ -177,9 +182,9 @@ def stats_width(scalars: dict, arch: str = "any") -> int:
 
 def lm_head_leaves_stats(scalars: dict, arch: str = "any") -> bool:
     """Whether the training step's lm head is matmul_forward_stats and its loss crossentropy_forward_backward_stats
-    (scalars: matmul_forward_stats' N, C, OC = Vp): where the wide tiles' finishers build the statistics from the
-    staged rows (gpt2's loss 2.23 -> 1.66 ms on the H200); the other tiles read their rows back, not measured."""
-    return arch in WIDE_TILE_ARCHS and stats_width(scalars, arch) == 256
+    (scalars: matmul_forward_stats' N, C, OC = Vp): on the archs of LM_HEAD_STATS_ARCHS, where the lm head takes the
+    wide tiles, whose finishers build the statistics from the staged rows (the other tiles read their rows back)."""
+    return arch in LM_HEAD_STATS_ARCHS and stats_width(scalars, arch) == 256
 
 
 def head_padding(hs: int) -> int:

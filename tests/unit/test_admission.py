@@ -12,6 +12,7 @@ from admission_mutations import MUTATIONS
 from coppelius.admit import refusal_of
 from coppelius.admit import step_size as adm
 from coppelius.config import resolve
+from coppelius.formats import geometry
 from coppelius.formats.step_size import nearest_f32, step_size_exact, step_size_host
 from coppelius.plan.build import build_plan
 
@@ -57,6 +58,23 @@ def test_good_plans_pass(target, model):
         pytest.skip(f"card checks on {target}: {case.synthetic}")
     assert all(o["passed"] for o in compat), [o for o in compat if not o["passed"]]
     assert certificate["admitted"] and refusal_of(certificate) is None
+
+
+def test_a_plan_whose_lm_head_leaves_the_loss_its_statistics_passes(monkeypatch):
+    """Where geometry.LM_HEAD_STATS_ARCHS holds the arch (none yet: slower so far, measured), the h200 gpt2 step's lm
+    head is matmul_forward_stats into plane logit_stats, 256 columns a part (its wide tiles'), its loss
+    crossentropy_forward_backward_stats from there; the eval forward keeps matmul_forward; admission passes it."""
+    monkeypatch.setattr(geometry, "LM_HEAD_STATS_ARCHS", ("sm_90",))
+    case = build("h200", "gpt2-124m", batch=1)
+    pieces = {p["name"]: p["commands"] for p in case.plan["pieces"]}
+    launches = lambda piece, kernel: [c for c in pieces[piece] if c.get("kernel") == kernel]  # noqa: E731
+    (head,) = launches("update", "matmul_forward_stats")
+    (loss,) = launches("update", "crossentropy_forward_backward_stats")
+    assert head["args"][1] == loss["args"][3] == {"plane": "logit_stats", "offset": 0}
+    assert head["args"][-2:] == [50257, 256] and loss["args"][-2] == 256
+    assert not launches("update", "crossentropy_forward_backward") and not launches("forward", "matmul_forward_stats")
+    certificate = case.certificate()
+    assert all(o["passed"] for o in certificate["checks"] if not o["check"].startswith("card-")), certificate
 
 
 def test_default_run_passes_with_its_full_schedule():

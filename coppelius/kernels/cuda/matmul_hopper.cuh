@@ -352,9 +352,12 @@ __device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
     }
 }
 
-// MM_STATS: the statistics of a consumer's staged rows, a finisher a row (its columns below V in order, 8 at a time),
-// so that no lanes merge: a warp a row with a butterfly a row left the finishers' dependent shuffles 3.4x slower than
-// the products (gpt2's lm head 13.3 against 3.9 ms, H200, 2026-12-03).
+// MM_STATS: the statistics of a consumer's staged rows, a finisher a row (its columns below V in order, 8 at a time,
+// softmax_add). Still the launch's bottleneck: gpt2's lm head takes 7.7 ms against matmul_forward's 3.9 (ncu: about
+// 18 instructions a value in the finishers, the consumers waiting at their barriers; four running pairs a row instead
+// of one, 8.0 ms; a warp a row with a butterfly a row, 13.3; H200, 2026-12-03), so no plan launches it yet
+// (geometry.LM_HEAD_STATS_ARCHS). bench/experiments/lm_head_stats_two_pass.patch (not yet run): the row's maximum in
+// fp16 pairs, then four running exp2 sums, about 4 instructions a value.
 template <int THREADS>
 __device__ __forceinline__ void hop_finish_stats(const MmStats& st, const __half* stg, int m0, int n0, int M, int Nn,
                                                  int t) {

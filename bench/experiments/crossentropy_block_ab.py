@@ -5,8 +5,10 @@ reads them). Each launch alone back to back (CUDA events, the tensor-core test h
 alternating, in place as in the plan; each variant's losses (of one launch apart) and its first ROWS rows of
 dlogits against the first's (the sums' order follows the block size, so the bits may differ: the largest differences
 are printed).
-The macros are bench/experiments/crossentropy_block.patch's (written 2026-12-03, not yet run: no device time was
-left): loss.cuh's backward templated on its block size; copy the kernels to OLD_DIR first, then apply it.
+The macros are bench/experiments/crossentropy_block.patch's (applies to e5255d5): loss.cuh's backward templated on
+its block size; copy the kernels to OLD_DIR first, then apply it. Run on the H200, 2026-12-03: every larger block
+slower (512 threads 2.37-2.53 ms, 1024 threads 3.28-3.46, against 2.22; bench/results/lm_head_stats-2026-12-03.txt),
+so the hypothesis below does not hold; not kept.
     cp -r coppelius/kernels/cuda /tmp/base && git apply bench/experiments/crossentropy_block.patch
     python bench/experiments/crossentropy_block_ab.py base=/tmp/base t512m3=coppelius/kernels/cuda:CE_THREADS=512,CE_MIN_BLOCKS=3 \
         t1024=coppelius/kernels/cuda:CE_THREADS=1024 t1024u8=coppelius/kernels/cuda:CE_THREADS=1024,CE_UNROLL=8

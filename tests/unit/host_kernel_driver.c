@@ -4,7 +4,8 @@
 //
 //   driver --catalog               print "kernel param kind offset" lines and "kernel - block BYTES"
 //   driver DIR RUNS THREADS        DIR/kernel.txt names the kernel, DIR/scalars.bin holds its scalar
-//                                  words in order, DIR/NAME.bin each pointer's bytes (absent: null).
+//                                  words in order, DIR/NAME.bin each pointer's bytes (absent: null);
+//                                  DIR/NAME.alias names another pointer whose buffer NAME shares (in place).
 //                                  Each run reloads every buffer, launches, and writes DIR/NAME.RUN.out.
 //   driver DIR RUNS THREADS --time  loads once, launches RUNS times, prints "microseconds per launch X"
 #include <stdio.h>
@@ -66,22 +67,42 @@ int main(int argc, char** argv) {
     unsigned char* scalars = read_file(path, &scalar_bytes);
     if (!scalars) fail("cannot read", path);
 
-    // the arena: every pointer's buffer at a 256-aligned offset
+    // the arena: every pointer's buffer at a 256-aligned offset; an aliased pointer takes its target's
     unsigned char* input[MAX_PARAMS] = {0};
     long bytes[MAX_PARAMS] = {0}, offset[MAX_PARAMS] = {0}, arena_bytes = 0;
+    int shares[MAX_PARAMS];
     for (int i = 0; i < abi->count; i++) {
+        shares[i] = i;
         if (!param_is_pointer(abi->params[i].kind)) continue;
+        snprintf(path, sizeof path, "%s/%s.alias", dir, abi->params[i].name);
+        long alias_bytes;
+        unsigned char* alias = read_file(path, &alias_bytes);
+        if (alias) {
+            char target[64] = {0};
+            memcpy(target, alias, (size_t)(alias_bytes < 63 ? alias_bytes : 63));
+            target[strcspn(target, "\n")] = 0;
+            for (int j = 0; j < abi->count; j++)
+                if (j != i && strcmp(abi->params[j].name, target) == 0) shares[i] = j;
+            if (shares[i] == i) fail("no pointer to alias in", path);
+            free(alias);
+            continue;
+        }
         snprintf(path, sizeof path, "%s/%s.bin", dir, abi->params[i].name);
         input[i] = read_file(path, &bytes[i]);
         offset[i] = arena_bytes;
         arena_bytes += (bytes[i] + 255) / 256 * 256;
+    }
+    for (int i = 0; i < abi->count; i++) {
+        if (shares[i] == i) continue;
+        if (!input[shares[i]]) fail("aliases a null pointer:", abi->params[i].name);
+        bytes[i] = bytes[shares[i]], offset[i] = offset[shares[i]];
     }
     unsigned char* arena = aligned_alloc(256, (size_t)(arena_bytes > 0 ? arena_bytes : 256));
     uint8_t block[256] = {0};
     for (int i = 0, s = 0; i < abi->count; i++) {
         uint32_t at = param_offset(kernel, i);
         if (param_is_pointer(abi->params[i].kind)) {
-            uint64_t address = input[i] ? (uint64_t)(uintptr_t)(arena + offset[i]) : 0;
+            uint64_t address = input[shares[i]] ? (uint64_t)(uintptr_t)(arena + offset[i]) : 0;
             memcpy(block + at, &address, 8);
         } else {
             if ((s + 1) * 4 > scalar_bytes) fail("too few scalars in", path);
@@ -100,7 +121,7 @@ int main(int argc, char** argv) {
                        sizeof error) != 0)
             fail("launch refused:", error);
         for (int i = 0; i < abi->count && !timing; i++) {
-            if (!input[i]) continue;
+            if (!input[shares[i]]) continue;
             snprintf(path, sizeof path, "%s/%s.%d.out", dir, abi->params[i].name, run);
             FILE* f = fopen(path, "wb");
             if (!f || fwrite(arena + offset[i], 1, (size_t)bytes[i], f) != (size_t)bytes[i]) fail("cannot write", path);

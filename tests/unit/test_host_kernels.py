@@ -194,12 +194,17 @@ def _scalar_words(kernel: str, scalars: dict) -> bytes:
     return b"".join(words)
 
 
-def _run_driver(driver, directory: Path, kernel: str, arrays: dict, scalars: dict, runs: int, threads: int) -> list:
+def _run_driver(driver, directory: Path, kernel: str, arrays: dict, scalars: dict, runs: int, threads: int,
+                aliases: dict | None = None) -> list:
+    """Each run's outputs; aliases: pointer -> the pointer of `arrays` whose buffer it shares (in place)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "kernel.txt").write_text(kernel + "\n")
     (directory / "scalars.bin").write_bytes(_scalar_words(kernel, scalars))
     for name, array in arrays.items():
         (directory / f"{name}.bin").write_bytes(array.tobytes())
+    for name, target in (aliases or {}).items():
+        (directory / f"{name}.alias").write_text(target + "\n")
+        arrays = arrays | {name: arrays[target]}
     command = [*(driver if isinstance(driver, list) else [str(driver)]), str(directory), str(runs), str(threads)]
     run = subprocess.run(command, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
@@ -397,52 +402,6 @@ def test_encoder_backward_sums_in_the_devices_run_order(driver, tmp_path):
         assert got.tobytes() == want.tobytes()
 
 
-IN_PLACE_SOURCE = r"""
-// crossentropy_forward_backward_stats with dlogits = logits: DIR N V Vp width scale (a hex float)
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "kernels.h"
-#include "threads.h"
-
-static void* load(const char* dir, const char* name, size_t bytes) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    FILE* f = fopen(path, "rb");
-    void* data = malloc(bytes);
-    if (!f || !data || fread(data, 1, bytes, f) != bytes) exit(3);
-    fclose(f);
-    return data;
-}
-
-static void save(const char* dir, const char* name, const void* data, size_t bytes) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.out", dir, name);
-    FILE* f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, bytes, f) != bytes) exit(4);
-    fclose(f);
-}
-
-int main(int argc, char** argv) {
-    if (argc != 7) return 2;
-    int N = atoi(argv[2]), V = atoi(argv[3]), Vp = atoi(argv[4]), width = atoi(argv[5]);
-    float scale = strtof(argv[6], NULL);
-    size_t parts = (size_t)((Vp + width - 1) / width);
-    half* logits = load(argv[1], "logits", (size_t)N * Vp * sizeof(half));
-    float* stats = load(argv[1], "stats", (size_t)N * parts * 2 * sizeof(float));
-    int32_t* targets = load(argv[1], "targets", (size_t)N * sizeof(int32_t));
-    float* losses = calloc((size_t)N, sizeof(float));
-    if (!losses) return 5;
-    threads_start(2);
-    crossentropy_forward_backward_stats(losses, logits, logits, stats, targets, N, V, Vp, width, scale);
-    threads_stop();
-    save(argv[1], "losses", losses, (size_t)N * sizeof(float));
-    save(argv[1], "dlogits", logits, (size_t)N * Vp * sizeof(half));
-    return 0;
-}
-"""
-
-
 def test_the_c_lm_head_stats_are_matmul_forward_and_crossentropy(driver, tmp_path):
     """In C: matmul_forward_stats' out is matmul_forward's (null bias) bit for bit and its stats those of out's fp16
     values (float64 here), empty parts past V and a part cut by V included; crossentropy_forward_backward_stats fed
@@ -481,18 +440,10 @@ def test_the_c_lm_head_stats_are_matmul_forward_and_crossentropy(driver, tmp_pat
                         {"losses": np.zeros(rows, np.float32), "dlogits": np.zeros(rows * OC, np.float16),
                          "logits": plain, "stats": fused["stats"], "targets": targets},
                         loss_scalars | {"width": width}, runs=1, threads=2)[0]
-    source, program = tmp_path / "in_place.c", tmp_path / "in_place"
-    source.write_text(IN_PLACE_SOURCE)
-    compile_program(host_machine(), [HOST_DIR / "loss.c", HOST_DIR / "threads.c", source], program,
-                    include_dirs=[HOST_DIR])
-    directory = tmp_path / "aliased"
-    directory.mkdir()
-    for name, array in (("logits", plain), ("stats", fused["stats"]), ("targets", targets)):
-        (directory / f"{name}.bin").write_bytes(array.tobytes())
-    subprocess.run([str(program), str(directory), str(rows), str(V), str(OC), str(width),
-                    float(loss_scalars["scale"]).hex()], check=True)
-    in_place = {"losses": np.frombuffer((directory / "losses.out").read_bytes(), np.float32),
-                "dlogits": np.frombuffer((directory / "dlogits.out").read_bytes(), np.float16)}
+    in_place = _run_driver(driver, tmp_path / "in_place", "crossentropy_forward_backward_stats",
+                           {"losses": np.zeros(rows, np.float32), "logits": plain, "stats": fused["stats"],
+                            "targets": targets}, loss_scalars | {"width": width}, runs=1, threads=2,
+                           aliases={"dlogits": "logits"})[0]
     assert in_place["losses"].tobytes() == parts["losses"].tobytes()
     assert in_place["dlogits"].tobytes() == parts["dlogits"].tobytes()
     loss, got = whole["losses"].astype(np.float64), parts["losses"].astype(np.float64)

@@ -96,7 +96,7 @@ CATALOG = (
                                         ("weight", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
                                         ("OC", "i32", None), ("V", "i32", None), ("width", "i32", None))),
     # crossentropy_forward_backward with each row's statistics (max, sum of exp) the merge of its P = ceil(Vp /
-    # width) parts of stats (matmul_forward_stats') in order j = 0 .. P-1: one read of the logits
+    # width) parts of stats (matmul_forward_stats'; in an order each device fixes): one read of the logits
     Kernel(25, "crossentropy_forward_backward_stats", (("losses", "f32*", "w"), ("dlogits", "f16*", "w"),
                                                        ("logits", "f16*", "r"), ("stats", "f32*", "r"),
                                                        ("targets", "i32*", "r"), ("N", "i32", None),

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT)]
 import test_tensor_cores_gpu as tc  # noqa: E402
 from coppelius.formats.geometry import stats_width  # noqa: E402
+from coppelius.kernels import reference as ref  # noqa: E402
 
 N, C, V, Vp = 32768, 768, 50257, 50304
 ROWS = 256
@@ -32,12 +33,9 @@ def worst_rows(gpu, head_args: dict, stats: int, width: int, targets, results: d
         tc._ck(gpu.d.cuMemcpyDtoH(row.ctypes.data, logits + int(n) * Vp * 2, Vp * 2))
         x = row[:V].astype(np.float64)
         m = x.max()
-        bad = []
-        for j in range(parts):
-            seg = x[j * width:min((j + 1) * width, V)]
-            want = (seg.max(), np.exp(seg - seg.max()).sum()) if seg.size else (-np.inf, 0.0)
-            if got[n, j, 0] != want[0] or abs(got[n, j, 1] - want[1]) > 1e-5 * want[1]:
-                bad.append((j, tuple(got[n, j]), want))
+        want = ref.softmax_parts(row[None].astype(np.float64), V, width)[0]
+        bad = [(j, tuple(got[n, j]), tuple(want[j])) for j in range(parts)
+               if got[n, j, 0] != want[j, 0] or abs(got[n, j, 1] - want[j, 1]) > 1e-5 * want[j, 1]]
         loss = m + np.log(np.exp(x - m).sum()) - x[targets[n]]
         print(f"row {n}: losses main {results['main'][0][n]:.6f} stats {results['stats'][0][n]:.6f} float64 "
               f"{loss:.6f}; max {m:.4f}; parts off {len(bad)}: {bad[:3]}", flush=True)

@@ -25,6 +25,7 @@ import pytest
 
 from coppelius.formats.geometry import geometry, layernorm_backward_blocks
 from coppelius.formats.kernels import ACCESS, KERNELS, PTR_KINDS, param_layout
+from coppelius.kernels import reference as ref
 from coppelius.runtime import cpu
 
 pytestmark = pytest.mark.gpu
@@ -363,14 +364,7 @@ def test_crossentropy(card, rng, V, Vp):
     # by V, with width 8 some past it empty): the fused kernel's results but for the sums' order
     x = logits.reshape(N, Vp).astype(np.float64)
     for width in (8, 256):
-        parts = -(-Vp // width)
-        stats = np.zeros((N, parts, 2), np.float32)
-        stats[..., 0] = -np.inf
-        for j in range(parts):
-            lo, hi = j * width, min((j + 1) * width, V)
-            if lo < hi:
-                m = x[:, lo:hi].max(axis=1)
-                stats[:, j, 0], stats[:, j, 1] = m, np.exp(x[:, lo:hi] - m[:, None]).sum(axis=1)
+        stats = ref.softmax_parts(x, V, width).astype(np.float32)
         got, want = run(card, "crossentropy_forward_backward_stats", losses=np.zeros(N, np.float32),
                         dlogits=half(rng, N * Vp), logits=logits, stats=stats.ravel(), targets=targets, N=N, V=V,
                         Vp=Vp, width=width, scale=scale)

@@ -347,12 +347,7 @@ def _stats_epilogue(g, N, C, OC, p: dict, r, tag):
     assert res["out"].tobytes() == plain.tobytes(), f"fwd_stats {tag}: out differs from matmul_forward's"
     x = plain.reshape(N, OC)[r].astype(np.float64)
     got = res["stats"].reshape(N, parts, 2)[r]
-    want_m, want_s = np.full((len(x), parts), -np.inf), np.zeros((len(x), parts))
-    for j in range(parts):
-        lo, hi = j * width, min((j + 1) * width, V)
-        if lo < hi:
-            want_m[:, j] = x[:, lo:hi].max(axis=1)
-            want_s[:, j] = np.exp(x[:, lo:hi] - want_m[:, j, None]).sum(axis=1)
+    want_m, want_s = ref.softmax_parts(x, V, width).transpose(2, 0, 1)
     assert np.array_equal(got[..., 0], want_m), f"fwd_stats {tag} width={width} V={V}: maxima differ"
     assert not got[..., 1][want_s == 0].any(), f"fwd_stats {tag}: an empty part's sum is not 0"
     compare(f"fwd_stats {tag} width={width} V={V}", got[..., 1], want_s, 1e-5)

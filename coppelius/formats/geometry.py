@@ -90,11 +90,14 @@ ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREAD
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
-# The archs whose training step fuses the loss's statistics into the lm head (lm_head_leaves_stats): none yet. On the
-# H200 at gpt2's lm head the loss from the statistics takes 1.67 ms against 2.8 for crossentropy_forward_backward, but
-# matmul_forward_stats 7.7 against matmul_forward's 3.9 (bench/experiments/lm_head_stats_ab.py, 2026-12-03):
-# its finishers' statistics must cost less than the products first (matmul_hopper.cuh, hop_finish_stats).
-LM_HEAD_STATS_ARCHS: tuple[str, ...] = ()
+# The archs whose training step fuses the loss's statistics into the lm head (lm_head_leaves_stats), where its wide
+# tiles split them between consumers and finishers (matmul_hopper.cuh, MM_STATS). On the H200 at gpt2's lm head, in
+# the training step: matmul_forward_stats 4.20 ms + the loss from its statistics 1.66, against matmul_forward 3.75 +
+# crossentropy_forward_backward 2.30 (bench/train_gpu.py --profile, 2026-12-03).
+LM_HEAD_STATS_ARCHS: tuple[str, ...] = ("sm_90",)
+# ... and only for rows longer than the loss block's one sweep of loads (THREADS threads, 4 packs each: loss.cuh's
+# UNROLL): a shorter row's second pass reads what its first left in L1, so there is no pass to save.
+LM_HEAD_STATS_MIN_V = THREADS * PACK * 4 + 1
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
 PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
 PROGRAMMATIC_BLOCKS_PER_SM = 4  # the most blocks an SM of either launch of a programmatic edge (measured, programmatic)
@@ -182,9 +185,10 @@ def stats_width(scalars: dict, arch: str = "any") -> int:
 
 def lm_head_leaves_stats(scalars: dict, arch: str = "any") -> bool:
     """Whether the training step's lm head is matmul_forward_stats and its loss crossentropy_forward_backward_stats
-    (scalars: matmul_forward_stats' N, C, OC = Vp): on the archs of LM_HEAD_STATS_ARCHS, where the lm head takes the
-    wide tiles, whose finishers build the statistics from the staged rows (the other tiles read their rows back)."""
-    return arch in LM_HEAD_STATS_ARCHS and stats_width(scalars, arch) == 256
+    (scalars: matmul_forward_stats' N, C, OC = Vp, V): on the archs of LM_HEAD_STATS_ARCHS, where the lm head takes the
+    wide tiles (the other tiles' statistics read their rows back), for rows of at least LM_HEAD_STATS_MIN_V values
+    (scalars' V: the vocabulary)."""
+    return arch in LM_HEAD_STATS_ARCHS and scalars["V"] >= LM_HEAD_STATS_MIN_V and stats_width(scalars, arch) == 256
 
 
 def head_padding(hs: int) -> int:

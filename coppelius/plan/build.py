@@ -48,7 +48,7 @@ def parameter_tensors(model) -> dict:
 def lm_head_stats_width(model, batch: int, arch: str) -> int:
     """matmul_forward_stats' width where the training step's lm head leaves the loss its rows' statistics
     (geometry.lm_head_leaves_stats; plane logit_stats), else 0."""
-    scalars = {"N": batch * model.context, "C": model.width, "OC": model.vocab_padded}
+    scalars = {"N": batch * model.context, "C": model.width, "OC": model.vocab_padded, "V": model.vocab}
     return stats_width(scalars, arch) if lm_head_leaves_stats(scalars, arch) else 0
 
 

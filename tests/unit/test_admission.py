@@ -12,7 +12,6 @@ from admission_mutations import MUTATIONS
 from coppelius.admit import refusal_of
 from coppelius.admit import step_size as adm
 from coppelius.config import resolve
-from coppelius.formats import geometry
 from coppelius.formats.step_size import nearest_f32, step_size_exact, step_size_host
 from coppelius.plan.build import build_plan
 
@@ -60,11 +59,11 @@ def test_good_plans_pass(target, model):
     assert certificate["admitted"] and refusal_of(certificate) is None
 
 
-def test_a_plan_whose_lm_head_leaves_the_loss_its_statistics_passes(monkeypatch):
-    """Where geometry.LM_HEAD_STATS_ARCHS holds the arch (none yet: slower so far, measured), the h200 gpt2 step's lm
-    head is matmul_forward_stats into plane logit_stats, 256 columns a part (its wide tiles'), its loss
-    crossentropy_forward_backward_stats from there; the eval forward keeps matmul_forward; admission passes it."""
-    monkeypatch.setattr(geometry, "LM_HEAD_STATS_ARCHS", ("sm_90",))
+def test_a_plan_whose_lm_head_leaves_the_loss_its_statistics_passes():
+    """On the h200 (geometry.LM_HEAD_STATS_ARCHS) the gpt2 step's lm head is matmul_forward_stats into plane
+    logit_stats, 256 columns a part (its wide tiles'), its loss crossentropy_forward_backward_stats from there; the
+    eval forward keeps matmul_forward; admission passes it. small's 256-value rows (below LM_HEAD_STATS_MIN_V) keep
+    the two-pass loss."""
     case = build("h200", "gpt2-124m", batch=1)
     pieces = {p["name"]: p["commands"] for p in case.plan["pieces"]}
     launches = lambda piece, kernel: [c for c in pieces[piece] if c.get("kernel") == kernel]  # noqa: E731
@@ -75,6 +74,9 @@ def test_a_plan_whose_lm_head_leaves_the_loss_its_statistics_passes(monkeypatch)
     assert not launches("update", "crossentropy_forward_backward") and not launches("forward", "matmul_forward_stats")
     certificate = case.certificate()
     assert all(o["passed"] for o in certificate["checks"] if not o["check"].startswith("card-")), certificate
+    small = {p["name"]: p["commands"] for p in build("h200", "small", batch=1).plan["pieces"]}
+    kernels = {c.get("kernel") for c in small["update"]}
+    assert "crossentropy_forward_backward" in kernels and "matmul_forward_stats" not in kernels
 
 
 def test_default_run_passes_with_its_full_schedule():

@@ -30,7 +30,7 @@
 #define COPPELIUS_TC_ATTENTION
 namespace coptc {
 
-constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LOG2E = cpl::LOG2E;
 constexpr float LN2 = 0.6931471805599453f;
 #define COPTC_NEG_INF (-__int_as_float(0x7f800000))
 #ifndef COPTC_ATTN_MIN_BLOCKS

@@ -352,24 +352,117 @@ __device__ __forceinline__ void hop_gelu_forward_chunk(uint4& v, uint4& value) {
     }
 }
 
-// MM_STATS: the statistics of a consumer's staged rows, a finisher a row (its columns below V in order, 8 at a time,
-// softmax_add). Still the launch's bottleneck: gpt2's lm head takes 7.7 ms against matmul_forward's 3.9 (ncu: about
-// 18 instructions a value in the finishers, the consumers waiting at their barriers; four running pairs a row instead
-// of one, 8.0 ms; a warp a row with a butterfly a row, 13.3; H200, 2026-12-03), so no plan launches it yet
-// (geometry.LM_HEAD_STATS_ARCHS). bench/experiments/lm_head_stats_two_pass.patch (not yet run): the row's maximum in
-// fp16 pairs, then four running exp2 sums, about 4 instructions a value.
-template <int THREADS>
-__device__ __forceinline__ void hop_finish_stats(const MmStats& st, const __half* stg, int m0, int n0, int M, int Nn,
-                                                 int t) {
-    const int parts = (Nn + st.width - 1) / st.width, cols = min(256, st.V - n0);
-    for (int r = t; r < 64 && m0 + r < M; r += THREADS) {
-        float m = cpl::neg_inf(), s = 0.f;
-        for (int c = 0; c < cols; c += 8) {
-            const cpl::Pack x = cpl::unpack(*reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + c));
-            cpl::softmax_add<8>(m, s, x.v, cols - c);
+// MM_STATS: each row's (max, sum of exp) over its 256 columns below V, a row's statistics split between the consumers
+// and the finishers so that neither holds the products back. The consumers take every row's maximum from their
+// fragments (fp16 pairs, cheap) and the whole statistics of their rows row (e = 0); the finishers, after storing the
+// staged rows, the sums of the rows row + 8 (e = 1) against the maxima the consumers left in shared memory. The sums
+// are exp2(x log2 e - m log2 e) on the MUFU, the statistics' real cost: a value each, 16 an SM a cycle. Measured at
+// gpt2's lm head (H200, 2026-12-03, bench/experiments/lm_head_stats_ab.py; matmul_forward 3.9-4.1 ms, in the training
+// step 3.75): this split 4.53-4.62 (in the step 4.20, the loss from the statistics 1.66 against 2.30: 0.20 ms a step
+// saved); every row in the consumers 4.72-4.92 (step 4.27-4.33: their MUFU time adds to the products'); every row in
+// the finishers, a thread a row, 5.07-5.18 with the maximum first and four running sums (7.7-8.0 online, 13.3 a warp
+// a row by a butterfly: the finishers' barriers held the consumers); the consumers' maxima and a warp a row of the
+// finishers' stores summing as they go, 8.0.
+// The values are the fp16 roundings the staging holds (pack_half2, as hop_store). Thread (warp, quad lane q) of a
+// consumer holds rows row and row + 8 of its 64, columns f * 8 + 2q, + 1 of fragment f; a row's four quad lanes
+// merge by shuffles. CUT: the tile holds V's last column (the rest of its columns are not the row's).
+__device__ __forceinline__ __half2 hop_value_pair(const float (&acc)[32][4], int f, int e) {
+    const unsigned p = pack_half2(acc[f][2 * e], acc[f][2 * e + 1]);
+    return *reinterpret_cast<const __half2*>(&p);
+}
+
+// m[e] <- the maximum of row row + 8e over the row's four quad lanes (every lane of the quad gets it)
+template <bool CUT>
+__device__ __forceinline__ void hop_fragment_max(const float (&acc)[32][4], int q, int cols, float (&m)[2]) {
+    const __half lowest = __float2half_rn(cpl::neg_inf());
+    __half2 top[2][2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) top[e][0] = top[e][1] = __halves2half2(lowest, lowest);
+#pragma unroll
+    for (int f = 0; f < 32; ++f)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            __half2 h = hop_value_pair(acc, f, e);
+            if (CUT) {
+                const int col = f * 8 + 2 * q;
+                h = __halves2half2(col < cols ? __low2half(h) : lowest, col + 1 < cols ? __high2half(h) : lowest);
+            }
+            top[e][f & 1] = __hmax2(top[e][f & 1], h);
         }
-        reinterpret_cast<float2*>(st.stats)[(size_t)(m0 + r) * parts + n0 / st.width] = make_float2(m, s);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const __half2 t = __hmax2(top[e][0], top[e][1]);
+        m[e] = fmaxf(__low2float(t), __high2float(t));
+        m[e] = fmaxf(m[e], __shfl_xor_sync(cpl::FULL, m[e], 1));
+        m[e] = fmaxf(m[e], __shfl_xor_sync(cpl::FULL, m[e], 2));
     }
+}
+
+// The sum of exp(x - m) over the thread's values of row row (e = 0), CUT as hop_fragment_max's.
+template <bool CUT>
+__device__ __forceinline__ float hop_fragment_row0_sum(const float (&acc)[32][4], int q, int cols, float m) {
+    const float shift = m == cpl::neg_inf() ? 0.f : -m * cpl::LOG2E;
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int f = 0; f < 32; ++f) {
+        const float2 x = __half22float2(hop_value_pair(acc, f, 0));
+        float a = exp2_approx(fmaf(x.x, cpl::LOG2E, shift)), b = exp2_approx(fmaf(x.y, cpl::LOG2E, shift));
+        if (CUT) {
+            const int col = f * 8 + 2 * q;
+            a = col < cols ? a : 0.f;
+            b = col + 1 < cols ? b : 0.f;
+        }
+        sum[f & 1] += a + b;
+    }
+    return sum[0] + sum[1];
+}
+
+// The consumer's part: rows row's statistics to st.stats, rows row + 8's maxima to rowmax[warp * 8 + lane / 4].
+__device__ __forceinline__ void hop_consumer_stats(const MmStats& st, const float (&acc)[32][4], float* rowmax, int row,
+                                                    int m0, int n0, int M, int Nn) {
+    const int q = threadIdx.x & 3, cols = st.V - n0, parts = (Nn + st.width - 1) / st.width;
+    float m[2], s;
+    if (cols >= 256) {
+        hop_fragment_max<false>(acc, q, cols, m);
+        s = hop_fragment_row0_sum<false>(acc, q, cols, m[0]);
+    } else {
+        hop_fragment_max<true>(acc, q, cols, m);
+        s = hop_fragment_row0_sum<true>(acc, q, cols, m[0]);
+    }
+    s += __shfl_xor_sync(cpl::FULL, s, 1);
+    s += __shfl_xor_sync(cpl::FULL, s, 2);
+    if (q == 0) {
+        if (m0 + row < M)
+            reinterpret_cast<float2*>(st.stats)[(size_t)(m0 + row) * parts + n0 / st.width] = make_float2(m[0], s);
+        rowmax[(row >> 4) * 8 + (row & 7)] = m[1];
+    }
+}
+
+// The finishers' part: the 32 rows j of the consumer's e = 1 (staged row (j / 8) * 16 + 8 + j % 8), finisher warp w
+// summing exp(x - rowmax[j]) over chunks [11w, 11w + 11) of row j in lane j; the three partial sums (partial: 3 x
+// 32 floats) added in warp order after a barrier of the 96 (named barrier 8).
+__device__ __forceinline__ void hop_finish_sums(const MmStats& st, const float* rowmax, float* partial,
+                                                const __half* stg, int m0, int n0, int M, int Nn, int t) {
+    const int w = t >> 5, j = t & 31, r = (j >> 3) * 16 + 8 + (j & 7);
+    const int cols = st.V - n0, end = min(cols, min(256, Nn - n0)), parts = (Nn + st.width - 1) / st.width;
+    const float m = rowmax[j], shift = m == cpl::neg_inf() ? 0.f : -m * cpl::LOG2E;
+    float sum[2] = {0.f, 0.f};
+    const int ch1 = min(32, 11 * w + 11);
+#pragma unroll 4
+    for (int ch = 11 * w; ch < ch1; ++ch) {
+        if (ch * 8 >= end) break;
+        const cpl::Pack x = cpl::unpack(*reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + ch * 8));
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float e = exp2_approx(fmaf(x.v[k], cpl::LOG2E, shift));
+            sum[k & 1] += ch * 8 + k < end ? e : 0.f;
+        }
+    }
+    partial[t] = sum[0] + sum[1];
+    asm volatile("bar.sync 8, %0;\n" ::"n"(HOP_FINISHERS) : "memory");
+    if (w == 0 && m0 + r < M)
+        reinterpret_cast<float2*>(st.stats)[(size_t)(m0 + r) * parts + n0 / st.width] =
+            make_float2(m, (partial[j] + partial[32 + j]) + partial[64 + j]);
 }
 
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
@@ -654,7 +747,9 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                         hop_finish_store<EPI>(stg, out, aux, m0, n0, M, Nn, tid - 32, 0,
                                               EPI == MM_GELU ? 64 - hop_consumer_gelu_rows(K) : 64);
                         if constexpr (EPI == MM_STATS)
-                            hop_finish_stats<HOP_FINISHERS>(st, stg, m0, n0, M, Nn, tid - 32);
+                            hop_finish_sums(st, reinterpret_cast<const float*>(m.bias) + c * 128,
+                                            reinterpret_cast<float*>(m.bias) + c * 128 + 32, stg, m0, n0, M, Nn,
+                                            tid - 32);
                     }
                     if (s + 1 < slots) named_arrive(6 + c);
                 }
@@ -721,6 +816,8 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
         if (finished) {
             if (s > 0) named_sync(6 + c);  // the finishers are done with the previous tile's rows
+            if constexpr (EPI == MM_STATS)  // (no bias: its shared memory holds the statistics' rowmax, partial)
+                hop_consumer_stats(st, acc, reinterpret_cast<float*>(m.bias) + c * 128, row, m0, n0, M, Nn);
             hop_store<true>(stg, MM_HOP_OUT_LD, acc, row, n0, M, Nn, pair_ok);
             named_arrive(4 + c);
             if (K <= HOP_GELU_SHORT_K)

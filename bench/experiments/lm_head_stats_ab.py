@@ -1,6 +1,6 @@
 """gpt2's lm head and loss (N 32768, C 768, Vp 50304, V 50257), the pair a training step launches, two ways: main's
 matmul_forward + crossentropy_forward_backward (the loss reads the logits twice) against matmul_forward_stats +
-crossentropy_forward_backward_stats (the matmul's finishers leave each row's softmax statistics a 256-column tile,
+crossentropy_forward_backward_stats (the matmul's epilogue leaves each row's softmax statistics a 256-column tile,
 the loss reads the logits once). Each launch alone back to back (CUDA events, the tensor-core test harness's
 Gpu.timer), in place as the plan has it (dlogits over logits); then the two pairs' losses and first ROWS rows of
 dlogits from the same inputs, compared (the statistics' sums are added in another order: the bits may differ).

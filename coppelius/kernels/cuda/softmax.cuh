@@ -1,7 +1,9 @@
 // A row's softmax statistics: its maximum m and the sum s of exp(x - m), built a pack at a time (online softmax:
 // the sum rescaled when the maximum grows) and merged pair by pair. exp is the hardware's (__expf, loss.cuh says why).
-// The loss kernels (loss.cuh) and matmul_forward_stats' epilogues (matmul.cuh, matmul_hopper.cuh) share these, so
-// the statistics a matmul leaves are built as the loss would build them from the logits.
+// The loss kernels (loss.cuh) and matmul_forward_stats' mma.sync epilogues (matmul.cuh) share these, so the
+// statistics a matmul leaves are built as the loss would build them from the logits. (sm_90a's wide tiles take each
+// row's maximum first and sum exp2_approx(x log2 e - m log2 e) against it: the same MUFU exp, no rescaling, split
+// between consumers and finishers, matmul_hopper.cuh.)
 #ifndef COPPELIUS_SOFTMAX_CUH
 #define COPPELIUS_SOFTMAX_CUH
 #include "common.cuh"

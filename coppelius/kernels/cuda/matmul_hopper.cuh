@@ -375,9 +375,8 @@ __device__ __forceinline__ __half2 hop_value_pair(const float (&acc)[32][4], int
 template <bool CUT>
 __device__ __forceinline__ void hop_fragment_max(const float (&acc)[32][4], int q, int cols, float (&m)[2]) {
     const __half lowest = __float2half_rn(cpl::neg_inf());
-    __half2 top[2][2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) top[e][0] = top[e][1] = __halves2half2(lowest, lowest);
+    // one chain a row (two a row spilled 16 bytes at the launch's 168-register cap)
+    __half2 top[2] = {__halves2half2(lowest, lowest), __halves2half2(lowest, lowest)};
 #pragma unroll
     for (int f = 0; f < 32; ++f)
 #pragma unroll
@@ -387,12 +386,11 @@ __device__ __forceinline__ void hop_fragment_max(const float (&acc)[32][4], int 
                 const int col = f * 8 + 2 * q;
                 h = __halves2half2(col < cols ? __low2half(h) : lowest, col + 1 < cols ? __high2half(h) : lowest);
             }
-            top[e][f & 1] = __hmax2(top[e][f & 1], h);
+            top[e] = __hmax2(top[e], h);
         }
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-        const __half2 t = __hmax2(top[e][0], top[e][1]);
-        m[e] = fmaxf(__low2float(t), __high2float(t));
+        m[e] = fmaxf(__low2float(top[e]), __high2float(top[e]));
         m[e] = fmaxf(m[e], __shfl_xor_sync(cpl::FULL, m[e], 1));
         m[e] = fmaxf(m[e], __shfl_xor_sync(cpl::FULL, m[e], 2));
     }

@@ -76,6 +76,10 @@ enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD, MM_STATS };
 struct MmStats {
     float* stats;
     int V, width;
+
+    __device__ __forceinline__ void put(int r, int n0, int Nn, float m, float s) const {
+        reinterpret_cast<float2*>(stats)[(size_t)r * ((Nn + width - 1) / width) + n0 / width] = make_float2(m, s);
+    }
 };
 
 template <int EPI>
@@ -117,7 +121,7 @@ __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_
 // warp w of `warps` the rows w, w + warps, ..., lane l the columns n0 + l + 32 i.
 __device__ __forceinline__ void mm_stats_from_out(const MmStats& st, const __half* out, int r0, int rows, int n0,
                                                   int M, int Nn, int warp, int warps) {
-    const int lane = threadIdx.x & 31, parts = (Nn + st.width - 1) / st.width, end = min(n0 + st.width, st.V);
+    const int lane = threadIdx.x & 31, end = min(n0 + st.width, st.V);
     for (int r = r0 + warp; r < min(r0 + rows, M); r += warps) {
         float m = cpl::neg_inf(), s = 0.f;
         for (int col = n0 + lane; col < end; col += 32) {
@@ -125,7 +129,7 @@ __device__ __forceinline__ void mm_stats_from_out(const MmStats& st, const __hal
             cpl::softmax_add<1>(m, s, &x, 1);
         }
         cpl::softmax_warp_merge(m, s);
-        if (lane == 0) reinterpret_cast<float2*>(st.stats)[(size_t)r * parts + n0 / st.width] = make_float2(m, s);
+        if (lane == 0) st.put(r, n0, Nn, m, s);
     }
 }
 

@@ -396,10 +396,13 @@ __device__ __forceinline__ void hop_fragment_max(const float (&acc)[32][4], int 
     }
 }
 
+// exp(x - m) = 2^(x log2 e + shift); a row with no columns (m = -inf) sums to 0, not NaN.
+__device__ __forceinline__ float hop_exp2_shift(float m) { return m == cpl::neg_inf() ? 0.f : -m * cpl::LOG2E; }
+
 // The sum of exp(x - m) over the thread's values of row row (e = 0), CUT as hop_fragment_max's.
 template <bool CUT>
 __device__ __forceinline__ float hop_fragment_row0_sum(const float (&acc)[32][4], int q, int cols, float m) {
-    const float shift = m == cpl::neg_inf() ? 0.f : -m * cpl::LOG2E;
+    const float shift = hop_exp2_shift(m);
     float sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int f = 0; f < 32; ++f) {
@@ -418,7 +421,7 @@ __device__ __forceinline__ float hop_fragment_row0_sum(const float (&acc)[32][4]
 // The consumer's part: rows row's statistics to st.stats, rows row + 8's maxima to rowmax[warp * 8 + lane / 4].
 __device__ __forceinline__ void hop_consumer_stats(const MmStats& st, const float (&acc)[32][4], float* rowmax, int row,
                                                     int m0, int n0, int M, int Nn) {
-    const int q = threadIdx.x & 3, cols = st.V - n0, parts = (Nn + st.width - 1) / st.width;
+    const int q = threadIdx.x & 3, cols = st.V - n0;
     float m[2], s;
     if (cols >= 256) {
         hop_fragment_max<false>(acc, q, cols, m);
@@ -430,8 +433,7 @@ __device__ __forceinline__ void hop_consumer_stats(const MmStats& st, const floa
     s += __shfl_xor_sync(cpl::FULL, s, 1);
     s += __shfl_xor_sync(cpl::FULL, s, 2);
     if (q == 0) {
-        if (m0 + row < M)
-            reinterpret_cast<float2*>(st.stats)[(size_t)(m0 + row) * parts + n0 / st.width] = make_float2(m[0], s);
+        if (m0 + row < M) st.put(m0 + row, n0, Nn, m[0], s);
         rowmax[(row >> 4) * 8 + (row & 7)] = m[1];
     }
 }
@@ -442,8 +444,8 @@ __device__ __forceinline__ void hop_consumer_stats(const MmStats& st, const floa
 __device__ __forceinline__ void hop_finish_sums(const MmStats& st, const float* rowmax, float* partial,
                                                 const __half* stg, int m0, int n0, int M, int Nn, int t) {
     const int w = t >> 5, j = t & 31, r = (j >> 3) * 16 + 8 + (j & 7);
-    const int cols = st.V - n0, end = min(cols, min(256, Nn - n0)), parts = (Nn + st.width - 1) / st.width;
-    const float m = rowmax[j], shift = m == cpl::neg_inf() ? 0.f : -m * cpl::LOG2E;
+    const int cols = st.V - n0, end = min(cols, min(256, Nn - n0));
+    const float m = rowmax[j], shift = hop_exp2_shift(m);
     float sum[2] = {0.f, 0.f};
     const int ch1 = min(32, 11 * w + 11);
 #pragma unroll 4
@@ -458,9 +460,7 @@ __device__ __forceinline__ void hop_finish_sums(const MmStats& st, const float* 
     }
     partial[t] = sum[0] + sum[1];
     asm volatile("bar.sync 8, %0;\n" ::"n"(HOP_FINISHERS) : "memory");
-    if (w == 0 && m0 + r < M)
-        reinterpret_cast<float2*>(st.stats)[(size_t)(m0 + r) * parts + n0 / st.width] =
-            make_float2(m, (partial[j] + partial[32 + j]) + partial[64 + j]);
+    if (w == 0 && m0 + r < M) st.put(m0 + r, n0, Nn, m, (partial[j] + partial[32 + j]) + partial[64 + j]);
 }
 
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer

@@ -9,11 +9,13 @@
 
 enum { KERNEL_COUNT = 26, MAX_PARAMS = 12 };
 typedef enum { F16_PTR, F32_PTR, I32_PTR, I32_SCALAR, U32_SCALAR, F32_SCALAR } param_kind;
+// how a kernel uses a pointer (the catalog's r, w, rw); a scalar's is ACCESS_NONE
+typedef enum { ACCESS_NONE, ACCESS_R, ACCESS_W, ACCESS_RW } param_access;
 
 typedef struct {
     const char* name;
     int count;
-    struct { const char* name; param_kind kind; } params[MAX_PARAMS];
+    struct { const char* name; param_kind kind; param_access access; } params[MAX_PARAMS];
 } kernel_abi;
 
 extern const kernel_abi CATALOG[KERNEL_COUNT];
@@ -36,6 +38,8 @@ typedef struct {
 
 // Decode a parameter block of `bytes` bytes. 0, or -1 with a one-line reason in `error`.
 int decode_launch(int kernel, const uint8_t* block, uint32_t bytes, launch_args* out, char* error, int error_bytes);
+// How the launch uses pointer i: the catalog's access, and matmul_backward_weight with accumulate reads its dweight.
+param_access launch_access(const launch_args* args, int i);
 // Elements each pointer parameter covers, from the scalars (plan/kernels.py: extents); 0 for scalars.
 // -1 with a reason when a scalar is out of range (negative, or a size that overflows).
 int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* error, int error_bytes);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "waits.h"
+
 #define STATIC_SHARED_LIMIT (48 * 1024)  // dynamic shared memory above this needs the function's opt-in
 #define PORTABLE_CLUSTER 8                // clusters of more blocks need the function's opt-in (sm_90: up to 16)
 #define SPAN ((uint64_t)1 << 30)         // memset and memcpy nodes move at most this many bytes each
@@ -127,28 +129,26 @@ static CUDA_KERNEL_NODE_PARAMS kernel_params(cuda_device* d, uint32_t launch) {
     return p;
 }
 
-// The nodes of one command, chained after *previous (which becomes the last of them).
-static int add_command(cuda_device* d, CUgraph graph, CUgraphNode* previous, const command_record* c,
-                       uint8_t* step_launches, failure* f) {
+// The nodes of one command after the nodes `after` (and after `programmatic`'s programmatic port, for a programmatic
+// launch whose predecessor it waits for); *last becomes the last of them (NULL: the command made none).
+static int add_command(cuda_device* d, CUgraph graph, const CUgraphNode* after, size_t after_count,
+                       CUgraphNode programmatic, const command_record* c, uint8_t* step_launches, CUgraphNode* last,
+                       failure* f) {
     char what[96];
     if (c->op == OP_LAUNCH) {
         CUDA_KERNEL_NODE_PARAMS p = kernel_params(d, c->a);
         snprintf(what, sizeof what, "cuGraphAddKernelNode for launch %u (%s)", c->a,
                  CATALOG[((launch_record*)table_record(&d->l.t.launches, c->a))->kernel].name);
-        // a programmatic launch (after a launch: device_tables.c) hangs from its predecessor's programmatic port
-        int programmatic = (c->flags & COMMAND_PROGRAMMATIC) != 0;
         CUgraphNode node;
-        if (CHECK(d->driver.cuGraphAddKernelNode(&node, graph, *previous && !programmatic ? previous : NULL,
-                                                 *previous && !programmatic ? 1 : 0, &p),
-                  what) != 0)
+        if (CHECK(d->driver.cuGraphAddKernelNode(&node, graph, after_count ? after : NULL, after_count, &p), what) != 0)
             return -1;
         if (programmatic) {
             CUgraphEdgeData edge = {CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
                                     {0}};
             snprintf(what, sizeof what, "cuGraphAddDependencies (programmatic, launch %u)", c->a);
-            if (CHECK(d->driver.cuGraphAddDependencies(graph, previous, &node, &edge, 1), what) != 0) return -1;
+            if (CHECK(d->driver.cuGraphAddDependencies(graph, &programmatic, &node, &edge, 1), what) != 0) return -1;
         }
-        *previous = node;
+        *last = node;
         const launch_record* l = table_record(&d->l.t.launches, c->a);
         if (l->cluster > 1) {  // the kernel reads its split of K from its cluster's size (formats/geometry.py)
             CUlaunchAttributeValue cluster;
@@ -167,14 +167,17 @@ static int add_command(cuda_device* d, CUgraph graph, CUgraphNode* previous, con
         return 0;
     }
     const table *planes = &d->l.t.planes, *buffers = &d->l.t.buffers;
+    *last = NULL;
     for (uint64_t at = 0; at < c->bytes; at += SPAN) {
+        const CUgraphNode* before = at ? last : after;  // a command's spans one after another
+        size_t before_count = at ? 1 : after_count;
         uint64_t span = c->bytes - at < SPAN ? c->bytes - at : SPAN;
         CUgraphNode node;
         CUresult result;
         if (c->op == OP_MEMSET) {
             CUDA_MEMSET_NODE_PARAMS p = {d->arena + ((plane_record*)table_record(planes, c->dst))->offset +
                                          c->dst_offset + at, 0, c->value & 0xFF, 1, span, 1};
-            result = d->driver.cuGraphAddMemsetNode(&node, graph, *previous ? previous : NULL, *previous ? 1 : 0, &p,
+            result = d->driver.cuGraphAddMemsetNode(&node, graph, before_count ? before : NULL, before_count, &p,
                                                     d->context);
             snprintf(what, sizeof what, "cuGraphAddMemsetNode (%llu bytes)", (unsigned long long)span);
         } else {
@@ -194,14 +197,46 @@ static int add_command(cuda_device* d, CUgraph graph, CUgraphNode* previous, con
                 p.dstMemoryType = CU_MEMORYTYPE_DEVICE,
                 p.dstDevice = d->arena + ((plane_record*)table_record(planes, c->dst))->offset + dst;
             p.WidthInBytes = span, p.Height = 1, p.Depth = 1;
-            result = d->driver.cuGraphAddMemcpyNode(&node, graph, *previous ? previous : NULL, *previous ? 1 : 0, &p,
+            result = d->driver.cuGraphAddMemcpyNode(&node, graph, before_count ? before : NULL, before_count, &p,
                                                     d->context);
             snprintf(what, sizeof what, "cuGraphAddMemcpyNode (op %u, %llu bytes)", c->op, (unsigned long long)span);
         }
         if (CHECK(result, what) != 0) return -1;
-        *previous = node;
+        *last = node;
     }
     return 0;
+}
+
+// Ring entry i's graph (left NULL when it has no nodes): each command after the commands it waits for (waits.h), a
+// programmatic launch after its predecessor's programmatic port when it waits for it (device_tables.c checked that
+// the predecessor is a launch).
+static int add_entry(cuda_device* d, uint32_t i, const ring_record* r, uint8_t* step_launches, failure* f) {
+    entry_waits w;
+    if (entry_waits_find(&d->l, r->offset, r->length, &w, f) != 0) return -1;
+    CUgraphNode* last = calloc((size_t)r->length + 1, sizeof(CUgraphNode));
+    CUgraphNode* after = calloc((size_t)r->length + 1, sizeof(CUgraphNode));
+    CUgraph graph = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "cuGraphCreate (ring entry %u)", i);
+    int status = !last || !after ? fail(f, "cuda device: cannot allocate ring entry %u's nodes; free memory", i)
+                                 : CHECK(d->driver.cuGraphCreate(&graph, 0), what);
+    int nodes = 0;
+    for (uint32_t c = 0; c < r->length && status == 0; c++) {
+        const command_record* command = table_record(&d->l.t.commands, r->offset + c);
+        int programmatic = (command->flags & COMMAND_PROGRAMMATIC) && c > 0 && last[c - 1] &&
+                           entry_waits_for(&w, c, c - 1);
+        size_t count = 0;
+        for (uint32_t k = w.start[c]; k < w.start[c + 1]; k++)
+            if (last[w.list[k]] && !(programmatic && w.list[k] == c - 1)) after[count++] = last[w.list[k]];
+        status = add_command(d, graph, after, count, programmatic ? last[c - 1] : NULL, command, step_launches,
+                             &last[c], f);
+        nodes += last[c] != NULL;
+    }
+    if (status == 0 && nodes) d->graphs[i] = graph;
+    else if (graph) d->driver.cuGraphDestroy(graph);
+    free(last), free(after);
+    entry_waits_free(&w);
+    return status;
 }
 
 // One graph per ring entry, instantiated once; the AdamW nodes remembered for the step-size patch.
@@ -230,13 +265,9 @@ static int build_graphs(cuda_device* d, failure* f) {
     for (uint32_t i = 0; i < t->ring.count && status == 0; i++) {
         ring_record* r = table_record(&t->ring, i);
         uint32_t first_step_node = d->step_node_count;
-        CUgraphNode previous = NULL;
+        status = add_entry(d, i, r, step_launches, f);
+        if (status != 0 || !d->graphs[i]) continue;  // an empty submission: issuing it does nothing
         char what[96];
-        snprintf(what, sizeof what, "cuGraphCreate (ring entry %u)", i);
-        if ((status = CHECK(d->driver.cuGraphCreate(&d->graphs[i], 0), what)) != 0) break;
-        for (uint32_t c = r->offset; c < r->offset + r->length && status == 0; c++)
-            status = add_command(d, d->graphs[i], &previous, table_record(&t->commands, c), step_launches, f);
-        if (status != 0 || !previous) continue;  // an empty submission: issuing it does nothing
         snprintf(what, sizeof what, "cuGraphInstantiate (ring entry %u)", i);
         status = CHECK(d->driver.cuGraphInstantiate(&d->execs[i], d->graphs[i], 0), what);
         for (uint32_t s = first_step_node; s < d->step_node_count; s++) d->step_nodes[s].exec = d->execs[i];

@@ -1,8 +1,9 @@
 // device_cuda.h: the cuda device. The driver API through dlopen (cuda_driver.h); the image is the
 // embedded cubin; one arena allocation; the host block is pinned memory; every ring entry is a
-// CUDA graph built once at load (its commands as nodes chained in command order: kernel nodes whose
-// parameters point into the relocated blob, memset nodes, memcpy nodes) and issued with one
-// cuGraphLaunch on the device's one stream (tests/gpu/cuda_harness.py does the same from Python).
+// CUDA graph built once at load (its commands as nodes, each after the commands it waits for, waits.h:
+// kernel nodes whose parameters point into the relocated blob, memset nodes, memcpy nodes) and issued
+// with one cuGraphLaunch on the device's one stream (tests/gpu/cuda_harness.py chains the same nodes
+// in command order from Python: the same bytes, without the commands side by side).
 //
 // The step-size word. The ABI passes step_size by value in each AdamW launch's parameter block, so
 // a patch writes the word into the blob and hands each AdamW node of the instantiated graphs its

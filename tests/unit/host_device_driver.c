@@ -7,6 +7,8 @@
 //                                                 step_words,planes,buffers}.bin and DIR/host.bin,
 //                                                 patch the step size (a float, or -), issue the
 //                                                 rings, write DIR/arena.out and DIR/host.out
+//   driver waits DIR ARENA HOST                   load DIR's tables as issue does; print each ring entry's
+//                                                 commands' waits (waits.h): "ENTRY COMMAND: WAIT..."
 // A refusal is one line on stderr and exit status 1.
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "device_cpu.h"
 #include "program.h"
 #include "threads.h"
+#include "waits.h"
 
 static uint8_t* load(const char* dir, const char* name, uint64_t* bytes) {
     char path[4096];
@@ -77,7 +80,8 @@ int main(int argc, char** argv) {
         }
         return program_walk(&p, strcmp(argv[3], "predict") == 0, 0, print_step, NULL);
     }
-    if (argc >= 6 && strcmp(argv[1], "issue") == 0) {
+    int waits = argc == 5 && strcmp(argv[1], "waits") == 0;
+    if ((argc >= 6 && strcmp(argv[1], "issue") == 0) || waits) {
         const char* dir = argv[2];
         device_tables t;
         cpu_device d;
@@ -92,6 +96,21 @@ int main(int argc, char** argv) {
             fprintf(stderr, "%s\n", f.line);
             return 1;
         }
+        for (uint32_t e = 0; waits && e < t.ring.count; e++) {
+            ring_record* r = table_record(&t.ring, e);
+            entry_waits w;
+            if (entry_waits_find(&d.l, r->offset, r->length, &w, &f) != 0) {
+                fprintf(stderr, "%s\n", f.line);
+                return 1;
+            }
+            for (uint32_t c = 0; c < r->length; c++) {
+                printf("%u %u:", e, c);
+                for (uint32_t k = w.start[c]; k < w.start[c + 1]; k++) printf(" %u", w.list[k]);
+                printf("\n");
+            }
+            entry_waits_free(&w);
+        }
+        if (waits) return 0;
         threads_start(2);
         uint64_t host_bytes;
         uint8_t* host = load(dir, "host.bin", &host_bytes);
@@ -111,6 +130,6 @@ int main(int argc, char** argv) {
         threads_stop();
         return 0;
     }
-    fprintf(stderr, "usage: driver walk|issue ...\n");
+    fprintf(stderr, "usage: driver step-size|walk|issue|waits ...\n");
     return 2;
 }

@@ -2,7 +2,7 @@
 // through the same decode and dispatch the host runtime uses (catalog.c), for
 // tests/unit/test_host_kernels.py.
 //
-//   driver --catalog               print "kernel param kind offset" lines and "kernel - block BYTES"
+//   driver --catalog               print "kernel param kind offset access" lines and "kernel - block BYTES"
 //   driver DIR RUNS THREADS        DIR/kernel.txt names the kernel, DIR/scalars.bin holds its scalar
 //                                  words in order, DIR/NAME.bin each pointer's bytes (absent: null);
 //                                  DIR/NAME.alias names another pointer whose buffer NAME shares (in place).
@@ -35,9 +35,12 @@ static unsigned char* read_file(const char* path, long* size) {
 
 static void print_catalog(void) {
     for (int k = 0; k < KERNEL_COUNT; k++) {
-        for (int i = 0; i < CATALOG[k].count; i++)
-            printf("%s %s %s %u\n", CATALOG[k].name, CATALOG[k].params[i].name,
-                   PARAM_KIND_NAMES[CATALOG[k].params[i].kind], param_offset(k, i));
+        for (int i = 0; i < CATALOG[k].count; i++) {
+            static const char* const ACCESS_NAMES[4] = {"-", "r", "w", "rw"};
+            printf("%s %s %s %u %s\n", CATALOG[k].name, CATALOG[k].params[i].name,
+                   PARAM_KIND_NAMES[CATALOG[k].params[i].kind], param_offset(k, i),
+                   ACCESS_NAMES[CATALOG[k].params[i].access]);
+        }
         printf("%s - block %u\n", CATALOG[k].name, param_block_bytes(k));
     }
 }

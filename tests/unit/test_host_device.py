@@ -233,3 +233,79 @@ def test_the_step_size_rule_gives_the_python_host_s_bits(driver, lr, beta1, beta
     run = subprocess.run([driver, "step-size", repr(lr), repr(beta1), repr(beta2), *map(str, steps)],
                          capture_output=True, text=True, check=True)
     assert run.stdout.split() == [f"{int(step_size_host(lr, beta1, beta2, t).view(np.uint32)):08x}" for t in steps]
+
+
+def _waits(driver, tmp_path, arena=ARENA, host=HOST) -> dict[int, list[list[int]]]:
+    run = subprocess.run([driver, "waits", str(tmp_path), str(arena), str(host)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    entries: dict[int, list[list[int]]] = {}
+    for line in run.stdout.splitlines():
+        head, _, waits = line.partition(":")
+        entry, command = map(int, head.split())
+        assert command == len(entries.setdefault(entry, []))
+        entries[entry].append([int(w) for w in waits.split()])
+    return entries
+
+
+def test_each_command_waits_for_the_commands_whose_bytes_it_shares(driver, tmp_path):
+    _tables(tmp_path)
+    assert _waits(driver, tmp_path) == {
+        0: [[], [], [0, 1], [2]],  # a and b in side by side; the add after both; out back after the add
+        1: [[], [0], [1]],  # the memset, the device copy over part of it, the copy of the plane back
+        2: [[]],
+        3: [[], []],  # two copies to two planes from two host ranges
+    }
+
+
+def _brute_force_waits(ranges: list[list[tuple]]) -> list[list[int]]:
+    """Each command's waits as waits.h defines them, by brute force: the pairs that share a byte one of them writes,
+    less those a path through other such pairs implies. ranges: per command (space, start, end, writes)."""
+    n = len(ranges)
+    share = np.zeros((n, n), bool)  # share[j, i]: j < i and they share a written byte
+    for i in range(n):
+        for j in range(i):
+            share[j, i] = any(a[0] == b[0] and (a[3] or b[3]) and a[1] < b[2] and b[1] < a[2]
+                              for a in ranges[j] for b in ranges[i])
+    reach = share.copy()  # reach[j, i]: a path of shared bytes from j to i
+    waits = []
+    for i in range(n):
+        implied = (reach[:, :i].astype(np.int64) @ share[:i, i].astype(np.int64)) > 0
+        reach[:, i] |= implied
+        waits.append([j for j in range(i) if share[j, i] and not implied[j]])
+    return waits
+
+
+def test_the_waits_of_a_real_h200_plan_are_the_shared_bytes_transitive_reduction(driver, tmp_path):
+    """tiny on the h200 target as the workflow plans it: the C waits against a brute force over admission's own
+    reading of each command's accesses (admit/common.py), plus each copy's host side."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from admission_cases import base
+    from coppelius.admit.common import Realized, command_accesses
+    case = base("h200")
+    r = Realized(case.plan, case.realization)
+    for name in ("launches", "relocations", "commands", "ring", "planes", "buffers"):
+        (tmp_path / f"{name}.bin").write_bytes(case.realization[name])
+    (tmp_path / "step_words.bin").write_bytes(case.realized["step_words"])
+    planes = {p["name"]: p["offset"] for p in case.plan["arena"]["planes"]}
+    buffers = case.plan["host"]["buffers"]
+
+    def ranges(c: dict) -> list[tuple]:
+        out = [("d", planes[ref["plane"]] + ref["offset"], planes[ref["plane"]] + ref["offset"] + n, mode != "r")
+               for _, mode, ref, n in command_accesses(c) if n]
+        for side, writes in (("src", False), ("dst", True)):
+            ref = c.get(side)
+            if isinstance(ref, dict) and "buffer" in ref and c["bytes"]:
+                at = buffers[ref["buffer"]]["offset"] + ref["offset"]
+                out.append(("h", at, at + c["bytes"], writes))
+        return out
+    got = _waits(driver, tmp_path, case.plan["arena"]["bytes"], case.plan["host"]["bytes"])
+    side_by_side = 0
+    for e, entry in enumerate(r.ring):
+        commands = [r.command(int(entry["offset"]) + k) for k in range(int(entry["length"]))]
+        assert got[e] == _brute_force_waits([ranges(c) for c in commands]), f"ring entry {e}"
+        for k in range(1, len(commands)):
+            weight_gradient_then_input_gradient = (commands[k - 1].get("kernel") == "matmul_backward_weight" and
+                                                   commands[k].get("kernel", "").startswith("matmul_backward_input"))
+            side_by_side += weight_gradient_then_input_gradient and k - 1 not in got[e][k]
+    assert side_by_side > 0, "no input gradient runs beside the weight gradient before it"

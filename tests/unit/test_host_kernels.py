@@ -18,7 +18,7 @@ import pytest
 from coppelius.formats.elf import host_machine
 from coppelius.formats.geometry import encoder_run_length, layernorm_backward_blocks
 from coppelius.host.build import HOST_DIR, compile_program
-from coppelius.formats.kernels import KERNEL_NAMES, KERNELS, PTR_KINDS, param_layout
+from coppelius.formats.kernels import ACCESS, KERNEL_NAMES, KERNELS, PTR_KINDS, param_layout
 from coppelius.kernels import reference
 from coppelius.runtime import cpu
 
@@ -217,7 +217,7 @@ def test_the_c_catalog_is_the_python_catalog(driver):
     expected = []
     for kernel in (KERNEL_NAMES[i] for i in sorted(KERNEL_NAMES)):  # in the stable ids of the launch table
         layout, size = param_layout(kernel)
-        expected += [f"{kernel} {name} {kind} {offset}" for name, kind, offset in layout]
+        expected += [f"{kernel} {name} {kind} {offset} {ACCESS[kernel].get(name, '-')}" for name, kind, offset in layout]
         expected.append(f"{kernel} - block {size}")
     assert printed[:-1] == expected
 

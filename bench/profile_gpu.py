@@ -5,8 +5,8 @@ device: every command of the update piece (its kernels, memsets and copies, in t
 and with the plan's own parameter blocks and geometry) is issued one by one with a CUDA event
 between each two, so each command's time is the gap between its two events. A spin kernel issued
 first holds the GPU until the host has issued the whole piece, so no command waits for the host.
-`reps` replays, the median per command; the graph of the piece is timed too (its replay is what a
-step runs). Rates: matmuls and attention in TFLOP/s (causal attention: 2 B NH T^2 hs forward,
+`reps` replays, the median per command; the piece chained in command order as one graph is timed too
+(the native host's graph runs commands that share no written byte side by side, so its step can be shorter). Rates: matmuls and attention in TFLOP/s (causal attention: 2 B NH T^2 hs forward,
 2.5x that backward), every command in GB/s of the bytes its parameters cover (plan/kernels.py:
 extents, a read-and-written parameter counted twice).
 A command's time includes the GPU's gap between two launches with an event between them (a few
@@ -204,7 +204,9 @@ def markdown(model: str, batch: int, profile: dict, device_name: str, date: str)
     """The per-kernel table (grouped) and the per-launch table of one model, as markdown."""
     lines = [f"# Update-piece profile: {model}, batch {batch} ({device_name}, {date})", "",
              f"Sum of the {len(profile['commands'])} commands issued one by one: {profile['sum_ms']:.3f} ms; "
-             f"the piece's CUDA graph replayed: {profile['graph_ms']:.3f} ms (median of {profile['reps']}; "
+             f"the piece's commands chained in order as one CUDA graph, replayed: {profile['graph_ms']:.3f} ms "
+             f"(median of {profile['reps']}; the native host's graph runs commands that share no written byte side "
+             f"by side, coppelius/host/waits.h, so a step can take less; "
              f"replays where the host issued slower than the spin held the GPU: {profile['starved_reps']}).", "",
              "| kernel | launches | ms | share | TFLOP/s | GB/s |", "|---|---|---|---|---|---|"]
     for g in by_kernel(profile):

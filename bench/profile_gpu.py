@@ -7,8 +7,9 @@ between each two, so each command's time is the gap between its two events. A sp
 first holds the GPU until the host has issued the whole piece, so no command waits for the host.
 `reps` replays, the median per command; the piece chained in command order as one graph is timed too
 (the native host's graph runs commands that share no written byte side by side, so its step can be
-shorter). Rates: matmuls and attention in TFLOP/s (causal attention: 2 B NH T^2 hs forward, 2.5x that backward), every command in GB/s of the bytes its parameters cover (plan/kernels.py:
-extents, a read-and-written parameter counted twice).
+shorter). Rates: matmuls and attention in TFLOP/s (causal attention: 2 B NH T^2 hs forward, 2.5x that
+backward), every command in GB/s of the bytes its parameters cover (plan/kernels.py: extents, a
+read-and-written parameter counted twice).
 A command's time includes the GPU's gap between two launches with an event between them (a few
 microseconds): for microsecond kernels (the tiny model) the per-command times are upper bounds and
 their sum exceeds the graph's replay; for the others the two agree within a few percent.

@@ -65,7 +65,8 @@ int entry_waits_find(const loaded_tables* l, uint32_t first, uint32_t count, ent
     size_t words = ((size_t)count + 63) / 64, capacity = (size_t)count + 1;
     byte_range* ranges = calloc((size_t)count * MAX_RANGES + 1, sizeof(byte_range));
     int* range_count = calloc((size_t)count + 1, sizeof(int));
-    uint64_t* before = calloc((size_t)count * words + 1, sizeof(uint64_t));  // bit j of row i: i waits for j
+    // bit j of row i: i runs after j (j is a wait of i, or a wait of one of its waits, and so on)
+    uint64_t* before = calloc((size_t)count * words + 1, sizeof(uint64_t));
     w->count = count;
     w->start = calloc((size_t)count + 1, sizeof(uint32_t));
     w->list = malloc(capacity * sizeof(uint32_t));

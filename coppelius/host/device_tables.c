@@ -1,6 +1,7 @@
 // device_tables.c: the checks every device makes of the tables at load (device_tables.h).
 #include "device_tables.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,21 +61,34 @@ static int relocate(loaded_tables* l, const char* where, failure* f) {
     return 0;
 }
 
+int launch_bytes(const loaded_tables* l, uint32_t i, launch_args* args, uint64_t bytes[MAX_PARAMS], char* error,
+                 int error_bytes) {
+    const launch_record* r = table_record(&l->t.launches, i);
+    int64_t elements[MAX_PARAMS];
+    if (!inside(r->param_offset, r->param_bytes, l->t.launches.blob_bytes)) {
+        snprintf(error, (size_t)error_bytes, "block outside the blob");
+        return -1;
+    }
+    if (decode_launch((int)r->kernel, l->parameters + r->param_offset, r->param_bytes, args, error, error_bytes) != 0 ||
+        launch_extents(args, elements, error, error_bytes) != 0)
+        return -1;
+    for (int p = 0; p < CATALOG[args->kernel].count; p++) {
+        param_kind kind = CATALOG[args->kernel].params[p].kind;
+        bytes[p] = param_is_pointer(kind) ? (uint64_t)elements[p] * (uint64_t)param_element_bytes(kind) : 0;
+    }
+    return 0;
+}
+
 // Every launch decodes, its pointers lie in the arena; every command's extents lie in their planes and buffers.
 static int check_commands(loaded_tables* lt, const char* where, failure* f) {
     uint64_t low = lt->base, high = low + lt->arena_bytes;
     for (uint32_t i = 0; i < lt->t.launches.count; i++) {
         launch_record* l = table_record(&lt->t.launches, i);
         launch_args args;
-        int64_t elements[MAX_PARAMS];
+        uint64_t covered[MAX_PARAMS];
         failure why;
-        if (!inside(l->param_offset, l->param_bytes, lt->t.launches.blob_bytes) ||
-            decode_launch((int)l->kernel, lt->parameters + l->param_offset, l->param_bytes, &args, why.line,
-                          sizeof why.line) != 0 ||
-            launch_extents(&args, elements, why.line, sizeof why.line) != 0)
-            return fail(f, "%s: launch %u does not decode (%s); " REBUILD, where, i,
-                        l->param_offset + (uint64_t)l->param_bytes > lt->t.launches.blob_bytes ? "block outside the blob"
-                                                                                               : why.line);
+        if (launch_bytes(lt, i, &args, covered, why.line, sizeof why.line) != 0)
+            return fail(f, "%s: launch %u does not decode (%s); " REBUILD, where, i, why.line);
         const kernel_abi* abi = &CATALOG[args.kernel];
         if (l->cluster > MAX_CLUSTER || (l->cluster > 1 && l->grid[0] % l->cluster != 0))
             return fail(f, "%s: launch %u (%s) has clusters of %u blocks over a grid of %u; a cluster is at most %d "
@@ -82,7 +96,7 @@ static int check_commands(loaded_tables* lt, const char* where, failure* f) {
                         MAX_CLUSTER);
         for (int p = 0; p < abi->count; p++) {
             if (!param_is_pointer(abi->params[p].kind) || args.address[p] == 0) continue;
-            uint64_t bytes = (uint64_t)elements[p] * (uint64_t)param_element_bytes(abi->params[p].kind);
+            uint64_t bytes = covered[p];
             if (args.address[p] < low || !inside(args.address[p] - low, bytes, high - low))
                 return fail(f,
                             "%s: launch %u (%s) %s covers %llu bytes at arena offset %lld, outside the arena; " REBUILD,

@@ -8,6 +8,7 @@
 #define COPPELIUS_DEVICE_TABLES_H
 #include <stdint.h>
 
+#include "catalog.h"
 #include "failure.h"
 #include "tables.h"
 
@@ -26,6 +27,10 @@ typedef struct {
 int tables_load(loaded_tables* l, const device_tables* tables, uint64_t base, uint64_t arena_bytes,
                 uint64_t host_bytes, const char* where, failure* f);
 void tables_unload(loaded_tables* l);
+// Launch i decoded, with the bytes each pointer parameter covers (its catalog extent; 0 for a scalar). 0, or -1
+// with the reason in `error` (its block outside the blob, or a parameter out of range).
+int launch_bytes(const loaded_tables* l, uint32_t i, launch_args* args, uint64_t bytes[MAX_PARAMS], char* error,
+                 int error_bytes);
 // Record i of a table (i checked by the caller or at load).
 void* table_record(const table* t, uint32_t i);
 #endif

@@ -23,22 +23,15 @@ static int add_range(byte_range* r, int n, uint64_t start, uint64_t bytes, int h
 static int command_ranges(const loaded_tables* l, const command_record* c, byte_range* r, failure* f) {
     const device_tables* t = &l->t;
     if (c->op == OP_LAUNCH) {
-        const launch_record* rec = table_record(&t->launches, c->a);
         launch_args args;
-        int64_t elements[MAX_PARAMS];
+        uint64_t bytes[MAX_PARAMS];
         char error[256];
-        if (decode_launch((int)rec->kernel, l->parameters + rec->param_offset, rec->param_bytes, &args, error,
-                          sizeof error) != 0 ||
-            launch_extents(&args, elements, error, sizeof error) != 0)
+        if (launch_bytes(l, c->a, &args, bytes, error, sizeof error) != 0)
             return fail(f, "launch %u: %s; rebuild it with `snakemake`", c->a, error);
         int n = 0;
-        for (int i = 0; i < CATALOG[args.kernel].count; i++) {
-            param_kind kind = CATALOG[args.kernel].params[i].kind;
-            if (!param_is_pointer(kind) || args.address[i] == 0) continue;
-            param_access access = launch_access(&args, i);
-            n = add_range(r, n, args.address[i], (uint64_t)elements[i] * (uint64_t)param_element_bytes(kind), 0,
-                          access != ACCESS_R);
-        }
+        for (int i = 0; i < CATALOG[args.kernel].count; i++)  // a scalar's bytes are 0, a null pointer's address
+            if (args.address[i] != 0)
+                n = add_range(r, n, args.address[i], bytes[i], 0, launch_access(&args, i) != ACCESS_R);
         return n;
     }
     uint64_t src = 0, dst = 0;

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from admission_cases import base
+from coppelius.admit.common import Realized, command_accesses
 from coppelius.formats import tables
 from coppelius.formats.elf import host_machine
 from coppelius.host.build import HOST_DIR, compile_program
@@ -278,10 +280,6 @@ def _brute_force_waits(ranges: list[list[tuple]]) -> list[list[int]]:
 def test_the_waits_of_a_real_h200_plan_are_the_shared_bytes_transitive_reduction(driver, tmp_path):
     """tiny on the h200 target as the workflow plans it: the C waits against a brute force over admission's own
     reading of each command's accesses (admit/common.py), plus each copy's host side."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).parent))
-    from admission_cases import base
-    from coppelius.admit.common import Realized, command_accesses
     case = base("h200")
     r = Realized(case.plan, case.realization)
     for name in ("launches", "relocations", "commands", "ring", "planes", "buffers"):

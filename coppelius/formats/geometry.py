@@ -47,6 +47,7 @@ ENCODER_SEGMENTS = 8    # runs of a dwte row's positions, a warp each (eb::SEGME
 ENCODER_SORT_TOKENS = 256  # vocabulary rows an encoder_sort block sorts (eb::TOKENS)
 ENCODER_SORT_THREADS = 1024  # threads of an encoder_sort block (eb::SORT_THREADS)
 ENCODER_SPREAD_VOCAB = 512  # up to this many rows, encoder_backward gives each row a block (eb::SPREAD_VOCAB)
+ENCODER_SPREAD_CHUNK = 64  # ... of this many channels (eb::SPREAD_CHUNK: 2 a lane)
 LAYERNORM_ROWS = 8      # rows per layernorm_forward block (layernorm.cuh: ln::ROWS)
 LAYERNORM_BLOCK_ROWS = 4    # rows a layernorm_backward block aims for: one batch (ln::BLOCK_ROWS; host/layernorm.c)
 LAYERNORM_MAX_BLOCKS = 1024  # layernorm_backward blocks at most (ln::MAX_BLOCKS; host/layernorm.c)
@@ -127,8 +128,11 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     elif kernel == "encoder_sort":
         return [_cdiv(s["Vp"], ENCODER_SORT_TOKENS), 1, 1], [ENCODER_SORT_THREADS, 1, 1], 0
     elif kernel == "encoder_backward":  # row-group blocks, then dwpe blocks; channel chunks in y
-        rows = 1 if s["Vp"] <= ENCODER_SPREAD_VOCAB else ENCODER_ROWS  # vocabulary rows a block
-        grid = [_cdiv(s["Vp"], rows) + _cdiv(s["T"], ENCODER_POSITIONS), _cdiv(s["C"], ENCODER_CHUNK), 1]
+        dwpe_blocks = _cdiv(s["T"], ENCODER_POSITIONS)
+        if s["Vp"] <= ENCODER_SPREAD_VOCAB:  # a row a block, and a row's chunks in x: adjacent, in one wave
+            grid = [_cdiv(s["C"], ENCODER_SPREAD_CHUNK), s["Vp"] + dwpe_blocks, 1]
+        else:
+            grid = [_cdiv(s["Vp"], ENCODER_ROWS) + dwpe_blocks, _cdiv(s["C"], ENCODER_CHUNK), 1]
     elif kernel in ("layernorm_forward", "residual_layernorm_forward"):
         grid = [_cdiv(s["N"], LAYERNORM_ROWS), 1, 1]
     elif kernel == "layernorm_backward":  # a block a run of rows, a thread per 8 channels

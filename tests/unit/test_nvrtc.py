@@ -102,6 +102,8 @@ def test_geometry_constants_match_the_kernels():
     assert constant("encoder.cuh", "SEGMENTS") == "WARPS" and geometry.ENCODER_SEGMENTS == geometry.THREADS // 32
     assert constant("encoder.cuh", "TOKENS") == "THREADS" and geometry.ENCODER_SORT_TOKENS == geometry.THREADS
     assert constant("encoder.cuh", "SPREAD_VOCAB") == str(geometry.ENCODER_SPREAD_VOCAB)
+    assert constant("encoder.cuh", "SPREAD_CHUNK") == "32 * SPREAD_LANE"
+    assert 32 * int(constant("encoder.cuh", "SPREAD_LANE")) == geometry.ENCODER_SPREAD_CHUNK
     assert constant("encoder.cuh", "SORT_THREADS") == str(geometry.ENCODER_SORT_THREADS)
     host = (HOST_DIR / "encoder.c").read_text()  # the cpu target's C kernel sums in the same order
     assert re.search(r"#define SEGMENTS (\d+)", host).group(1) == str(geometry.ENCODER_SEGMENTS)
@@ -194,7 +196,8 @@ def test_geometry_of_the_gpt2_launches():
     s = {"B": 32, "T": 1024, "C": 768, "Vp": 50304, "N": 32768, "V": 50257}
     assert geometry.geometry("encoder_backward", s) == ([6288 + 128, 3, 1], [256, 1, 1], 0)
     assert geometry.geometry("encoder_sort", s) == ([197, 1, 1], [1024, 1, 1], 0)
-    assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == ([256 + 32, 2, 1], [256, 1, 1], 0)
+    # a byte vocabulary: a row a block, its 64-channel chunks adjacent in x
+    assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == ([6, 256 + 32, 1], [256, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", s) == ([1024, 1, 1], [96, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", {"N": 77, "C": 13}) == ([20, 1, 1], [32, 1, 1], 0)
     # on sm_90 its loads go through two batches of two rows of shared memory, 3 packs a row a thread (C % 8 == 0,

@@ -47,17 +47,18 @@ extern "C" __global__ void __launch_bounds__(256)
 // ceil(n / SEGMENTS), each run summed from +0 in position order, the runs' sums added in run order, and that total
 // added to the old row last. A row no token holds is not written.
 //
-// Rows of dwte: a block owns ROWS = 8 consecutive rows (one row for a vocabulary of at most SPREAD_VOCAB rows, whose
-// rows are all long) and a CHUNK of 256 channels (grid.y), a lane 8 channels (one 16-byte access of a dout row). A
+// Rows of dwte: a block owns ROWS = 8 consecutive rows and a CHUNK of 256 channels (grid.y), a lane 8 channels (one
+// 16-byte access of a dout row); for a vocabulary of at most SPREAD_VOCAB rows, whose rows are all long, one row and
+// a SPREAD_CHUNK of 64 channels, a lane 2 (a 4-byte access), SPREAD_INFLIGHT = 64 rows in flight a warp. A
 // row of at most SEGMENTS positions is summed by one warp (each run holds at most one position: the same bits as one
 // run), its old dwte row loaded beside its positions; the block's longer rows then take all 8 warps in turn, one run
 // a warp, the runs' sums combined in warp order through shared memory. A warp reads 32 positions at once and the
 // next 32 while their dout rows (INFLIGHT at once) load. A frequent token's chain is an eighth of its positions.
 //
-// Rows of dwpe: blocks after the dwte blocks, a warp per position t, a lane 8 channels.
+// Rows of dwpe: blocks after the dwte blocks, a warp per position t, a lane 8 channels (2 for SPREAD_VOCAB).
 //
-// Geometry (formats/geometry.py): encoder_sort grid = ceil(Vp / 256), blocks of 1024; encoder_backward grid = (ceil(Vp / rows) +
-// ceil(T / 8), ceil(C / 256)), rows = 8 (1 up to SPREAD_VOCAB), blocks of 256.
+// Geometry (formats/geometry.py): encoder_sort grid = ceil(Vp / 256), blocks of 1024; encoder_backward grid = (ceil(Vp / 8) +
+// ceil(T / 8), ceil(C / 256)), and up to SPREAD_VOCAB (ceil(C / 64), Vp + ceil(T / 8)), blocks of 256.
 namespace cpl {
 namespace eb {
 constexpr int ROWS = WARPS;  // vocabulary rows a block
@@ -70,38 +71,106 @@ constexpr int SORT_THREADS = 1024;  // an encoder_sort block: 32 warps, a thirty
 constexpr int SORT_WARPS = SORT_THREADS / 32;
 constexpr int BATCH = 8;          // token ids a lane loads at once in encoder_sort
 constexpr int SPREAD_VOCAB = 512;  // up to this many rows, a block a row
+constexpr int SPREAD_LANE = 2;     // ... and a lane 2 channels of it (4-byte accesses)
+constexpr int SPREAD_CHUNK = 32 * SPREAD_LANE;
+constexpr int SPREAD_INFLIGHT = 64;
 }  // namespace eb
 
-// The dout rows (channels c..c+8) of up to INFLIGHT positions, held by lanes q0 .. q0+count of `held` (a position
-// a lane), summed into acc in that order, every load in flight before the first add.
-__device__ __forceinline__ void add_rows(float (&acc)[PACK], const __half* dout, int held, int q0, int count, int c,
-                                         int C, bool vec) {
-    uint4 x[eb::INFLIGHT];
-#pragma unroll
-    for (int q = 0; q < eb::INFLIGHT; ++q) {
-        const i64 row = (i64)__shfl_sync(FULL, held, (q0 + q) & 31) * C;
-        if (q < count) x[q] = load_raw(dout, row + c, row + C, vec);
-    }
-#pragma unroll
-    for (int q = 0; q < eb::INFLIGHT; ++q) {
-        if (q >= count) break;
-        const Pack f = unpack(x[q]);
-#pragma unroll
-        for (int e = 0; e < PACK; ++e) acc[e] += f.v[e];
+// L consecutive channels of a row as raw fp16 bits, 0 at or past end (L = PACK: one 16-byte access, L = 2: one of
+// 4 bytes when vec), loaded now and converted when used, so that many loads are in flight before the first use.
+template <int L>
+__device__ __forceinline__ void load_lane(unsigned (&w)[L / 2], const __half* p, i64 i, i64 end, bool vec) {
+    if constexpr (L == PACK) {
+        const uint4 u = load_raw(p, i, end, vec);
+        w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+    } else {
+        static_assert(L == 2, "a lane's channels: 8 or 2");
+        if (vec && i + 2 <= end) {
+            w[0] = *reinterpret_cast<const unsigned*>(p + i);
+            return;
+        }
+        const unsigned lo = i < end ? __half_as_ushort(p[i]) : 0u, hi = i + 1 < end ? __half_as_ushort(p[i + 1]) : 0u;
+        w[0] = lo | hi << 16;
     }
 }
 
-// The positions order[s + i .. s + end) summed into acc in order: 32 positions read at once (a lane each), the
-// next 32 read while these rows load.
-__device__ __forceinline__ void add_positions(float (&acc)[PACK], const __half* dout, const int* order, int s, int i,
+// acc[e] += channel e of raw bits w, in channel order.
+template <int L>
+__device__ __forceinline__ void add_lane(float (&acc)[L], const unsigned (&w)[L / 2]) {
+#pragma unroll
+    for (int k = 0; k < L / 2; ++k) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[k]));
+        acc[2 * k] += f.x;
+        acc[2 * k + 1] += f.y;
+    }
+}
+
+// row[c .. c + L) = old + acc, each rounded to nearest even (channels at or past end untouched).
+template <int L>
+__device__ __forceinline__ void store_lane(__half* row, int c, int end, bool vec, const unsigned (&old)[L / 2],
+                                           const float (&acc)[L]) {
+    float w[L] = {};
+    add_lane<L>(w, old);
+#pragma unroll
+    for (int e = 0; e < L; ++e) w[e] = w[e] + acc[e];
+    if (vec && c + L <= end) {
+        unsigned u[L / 2];
+#pragma unroll
+        for (int k = 0; k < L / 2; ++k) {
+            const __half2 h = __floats2half2_rn(w[2 * k], w[2 * k + 1]);
+            u[k] = *reinterpret_cast<const unsigned*>(&h);
+        }
+        if constexpr (L == PACK)
+            *reinterpret_cast<uint4*>(row + c) = make_uint4(u[0], u[1], u[2], u[3]);
+        else
+            *reinterpret_cast<unsigned*>(row + c) = u[0];
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < L; ++e)
+        if (c + e < end) st(row, c + e, w[e]);
+}
+
+// The dout rows (channels c .. c + L) of up to F positions q0 .. q0 + count of the H * 32 that lanes hold (`held`:
+// a position a lane, register q / 32), summed into acc in that order, every load in flight before the first add.
+template <int L, int F, int H>
+__device__ __forceinline__ void add_rows(float (&acc)[L], const __half* dout, const int (&held)[H], int q0, int count,
+                                         int c, int C, bool vec) {
+    unsigned x[F][L / 2];
+#pragma unroll
+    for (int q = 0; q < F; ++q) {
+        if (q >= count) break;  // (warp-uniform)
+        const i64 row = (i64)__shfl_sync(FULL, held[H > 1 ? q / 32 : 0], (q0 + q) & 31) * C;
+        load_lane<L>(x[q], dout, row + c, row + C, vec);
+    }
+#pragma unroll
+    for (int q = 0; q < F; ++q) {
+        if (q >= count) break;
+        add_lane<L>(acc, x[q]);
+    }
+}
+
+// The positions order[s + i .. s + end) summed into acc in order, F a batch: H * 32 positions read at once (H a
+// lane), the next H * 32 read while these rows load.
+template <int L, int F>
+__device__ __forceinline__ void add_positions(float (&acc)[L], const __half* dout, const int* order, int s, int i,
                                               int end, int c, int C, bool vec) {
+    constexpr int H = F > 32 ? F / 32 : 1;  // (H > 1: F = 32 H, one batch a read)
     const int lane = threadIdx.x & 31;
-    int held = i + lane < end ? order[s + i + lane] : 0;
-    for (; i < end; i += 32) {
-        const int next = i + 32 + lane < end ? order[s + i + 32 + lane] : 0;
-        for (int q0 = 0; q0 < 32 && i + q0 < end; q0 += eb::INFLIGHT)
-            add_rows(acc, dout, held, q0, min(eb::INFLIGHT, end - i - q0), c, C, vec);
-        held = next;
+    int held[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) held[h] = i + 32 * h + lane < end ? order[s + i + 32 * h + lane] : 0;
+    for (; i < end; i += 32 * H) {
+        int next[H];
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+            const int j = i + 32 * (H + h) + lane;
+            next[h] = j < end ? order[s + j] : 0;
+        }
+        for (int q0 = 0; q0 < 32 * H && i + q0 < end; q0 += F)
+            add_rows<L, F, H>(acc, dout, held, q0, min(F, end - i - q0), c, C, vec);
+#pragma unroll
+        for (int h = 0; h < H; ++h) held[h] = next[h];
     }
 }
 
@@ -196,74 +265,68 @@ extern "C" __global__ void __launch_bounds__(1024)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* order, const int* first, int B, int T,
-                     int C, int Vp) {
-    cpl::grid_dependency();
-    using namespace cpl;
+namespace cpl {
+// encoder_backward's block (group, chunk): a lane L channels of the chunk's 32 L, F dout rows in flight a warp.
+template <int L, int F>
+__device__ __forceinline__ void encoder_backward_blocks(__half* dwte, __half* dwpe, const __half* dout,
+                                                        const int* order, const int* first, int B, int T, int C,
+                                                        int Vp, bool vec, float (&sums)[eb::SEGMENTS][eb::CHUNK],
+                                                        int group, int chunk) {
     using namespace cpl::eb;
+    constexpr int CH = 32 * L;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int c = blockIdx.y * CHUNK + lane * PACK;  // this lane's first channel
-    const bool vec = C % PACK == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
+    const int c = chunk * CH + lane * L;  // this lane's first channel
     const int rows = rows_per_block(Vp), groups = (Vp + rows - 1) / rows;  // the blocks of dwte rows
 
-    if ((int)blockIdx.x >= groups) {  // dwpe
-        const int t = ((int)blockIdx.x - groups) * POSITIONS + warp;
+    if (group >= groups) {  // dwpe
+        const int t = (group - groups) * POSITIONS + warp;
         if (t >= T || c >= C) return;
-        float s[PACK] = {};
-        for (int b0 = 0; b0 < B; b0 += INFLIGHT) {
-            uint4 x[INFLIGHT];
+        float s[L] = {};
+        for (int b0 = 0; b0 < B; b0 += F) {
+            unsigned x[F][L / 2];
 #pragma unroll
-            for (int q = 0; q < INFLIGHT; ++q) {  // all in flight before the first add
-                const i64 row = ((i64)min(b0 + q, B - 1) * T + t) * C;
-                x[q] = load_raw(dout, row + c, row + C, vec);
+            for (int q = 0; q < F; ++q) {  // all in flight before the first add
+                if (b0 + q >= B) break;    // (warp-uniform)
+                const i64 row = ((i64)(b0 + q) * T + t) * C;
+                load_lane<L>(x[q], dout, row + c, row + C, vec);
             }
 #pragma unroll
-            for (int q = 0; q < INFLIGHT; ++q) {
+            for (int q = 0; q < F; ++q) {
                 if (b0 + q >= B) break;
-                const Pack f = unpack(x[q]);
-#pragma unroll
-                for (int k = 0; k < PACK; ++k) s[k] += f.v[k];
+                add_lane<L>(s, x[q]);
             }
         }
-        Pack r;
-#pragma unroll
-        for (int k = 0; k < PACK; ++k) r.v[k] = s[k];
-        store_pack(dwpe, (i64)t * C + c, (i64)t * C + C, vec, r);
+        const unsigned zero[L / 2] = {};
+        store_lane<L>(dwpe + (i64)t * C, c, C, vec, zero, s);
         return;
     }
 
-    const int v0 = blockIdx.x * rows;
+    const int v0 = group * rows;
     if (warp < rows) {  // a short row: one warp
         const int v = v0 + warp;
         const int s = v < Vp ? first[v] : 0, n = v < Vp ? first[v + 1] - s : 0;
         if (n > 0 && n <= SEGMENTS) {  // warp-uniform; lanes past C add zeros and take part in the shuffles
-            const i64 row = (i64)v * C;
-            const uint4 old = load_raw(dwte, row + c, row + C, vec);  // in flight with the positions
-            float acc[PACK] = {};
-            add_positions(acc, dout, order, s, 0, n, c, C, vec);
-            if (c < C) {
-                Pack w = unpack(old);
-#pragma unroll
-                for (int e = 0; e < PACK; ++e) w.v[e] = w.v[e] + acc[e];
-                store_pack(dwte, row + c, row + C, vec, w);
-            }
+            __half* row = dwte + (i64)v * C;
+            unsigned old[L / 2];
+            load_lane<L>(old, row, c, C, vec);  // in flight with the positions
+            float acc[L] = {};
+            add_positions<L, F>(acc, dout, order, s, 0, n, c, C, vec);
+            if (c < C) store_lane<L>(row, c, C, vec, old, acc);
         }
     }
-    __shared__ float sums[SEGMENTS][CHUNK];
     for (int k = 0; k < rows; ++k) {  // the long rows: every warp one run, block-uniform
         const int v = v0 + k;
         if (v >= Vp) break;
         const int s = first[v], n = first[v + 1] - s;
         if (n <= SEGMENTS) continue;
         const int length = (n + SEGMENTS - 1) / SEGMENTS, begin = min(n, warp * length);
-        float acc[PACK] = {};
-        add_positions(acc, dout, order, s, begin, min(n, begin + length), c, C, vec);
+        float acc[L] = {};
+        add_positions<L, F>(acc, dout, order, s, begin, min(n, begin + length), c, C, vec);
 #pragma unroll
-        for (int e = 0; e < PACK; ++e) sums[warp][lane * PACK + e] = acc[e];
+        for (int e = 0; e < L; ++e) sums[warp][lane * L + e] = acc[e];
         __syncthreads();
-        const int ch = (int)blockIdx.y * CHUNK + (int)threadIdx.x;  // one channel a thread
-        if (ch < C) {
+        const int ch = chunk * CH + (int)threadIdx.x;  // one channel a thread
+        if ((int)threadIdx.x < CH && ch < C) {
             float total = sums[0][threadIdx.x];
 #pragma unroll
             for (int w = 1; w < SEGMENTS; ++w) total += sums[w][threadIdx.x];
@@ -272,6 +335,30 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         }
         __syncthreads();
     }
+}
+}  // namespace cpl
+
+// A byte vocabulary's few rows are long (small's space: a fifth of the positions, runs of ~440 a warp): a lane 2
+// channels and 64 rows in flight, so that a run takes a quarter of the round trips of 16 16-byte rows, and the
+// chunks of a row in grid.x, so that a long row's blocks run in the same wave rather than one in each (small's
+// 288 x 6 blocks take ~7 waves: 90 -> 63 us with the lanes alone, H200, docs/notes/gpu-speed.md, twenty-fifth
+// session). The sums' order is the same either way.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    encoder_backward(__half* dwte, __half* dwpe, const __half* dout, const int* order, const int* first, int B, int T,
+                     int C, int Vp) {
+    cpl::grid_dependency();
+    using namespace cpl;
+    using namespace cpl::eb;
+    __shared__ float sums[SEGMENTS][CHUNK];  // the long rows' runs, a warp's a row
+    const auto bits = reinterpret_cast<unsigned long long>(dout) | reinterpret_cast<unsigned long long>(dwte) |
+                      reinterpret_cast<unsigned long long>(dwpe);
+    if (rows_per_block(Vp) == 1)
+        encoder_backward_blocks<SPREAD_LANE, SPREAD_INFLIGHT>(dwte, dwpe, dout, order, first, B, T, C, Vp,
+                                                              C % 2 == 0 && (bits & 3) == 0, sums, blockIdx.y,
+                                                              blockIdx.x);
+    else
+        encoder_backward_blocks<PACK, INFLIGHT>(dwte, dwpe, dout, order, first, B, T, C, Vp,
+                                                C % PACK == 0 && (bits & 15) == 0, sums, blockIdx.x, blockIdx.y);
 }
 
 #endif

@@ -49,17 +49,15 @@ int cpu_device_issue(cpu_device* d, uint32_t ring, failure* f) {
                 return -1;
             continue;
         }
-        const table* buffers = &d->l.t.buffers, *planes = &d->l.t.planes;
-        uint8_t* dst = c->op == OP_D2H ? d->host + ((buffer_record*)table_record(buffers, c->dst))->offset
-                                       : d->arena + ((plane_record*)table_record(planes, c->dst))->offset;
-        dst += c->dst_offset;
+        int host;
+        const uint64_t dst_at = command_side(&d->l.t, c, 1, &host);
+        uint8_t* dst = (host ? d->host : d->arena) + dst_at;
         if (c->op == OP_MEMSET) {
             memset(dst, (int)c->value, c->bytes);
             continue;
         }
-        const uint8_t* src = c->op == OP_H2D ? d->host + ((buffer_record*)table_record(buffers, c->src))->offset
-                                             : d->arena + ((plane_record*)table_record(planes, c->src))->offset;
-        memmove(dst, src + c->src_offset, c->bytes);
+        const uint64_t src_at = command_side(&d->l.t, c, 0, &host);
+        memmove(dst, (host ? d->host : d->arena) + src_at, c->bytes);
     }
     return 0;
 }

@@ -166,7 +166,9 @@ static int add_command(cuda_device* d, CUgraph graph, const CUgraphNode* after, 
         }
         return 0;
     }
-    const table *planes = &d->l.t.planes, *buffers = &d->l.t.buffers;
+    int src_host = 0, dst_host;
+    const uint64_t src_at = c->op == OP_MEMSET ? 0 : command_side(&d->l.t, c, 0, &src_host);
+    const uint64_t dst_at = command_side(&d->l.t, c, 1, &dst_host);
     *last = NULL;
     for (uint64_t at = 0; at < c->bytes; at += SPAN) {
         const CUgraphNode* before = at ? last : after;  // a command's spans one after another
@@ -175,27 +177,21 @@ static int add_command(cuda_device* d, CUgraph graph, const CUgraphNode* after, 
         CUgraphNode node;
         CUresult result;
         if (c->op == OP_MEMSET) {
-            CUDA_MEMSET_NODE_PARAMS p = {d->arena + ((plane_record*)table_record(planes, c->dst))->offset +
-                                         c->dst_offset + at, 0, c->value & 0xFF, 1, span, 1};
+            CUDA_MEMSET_NODE_PARAMS p = {d->arena + dst_at + at, 0, c->value & 0xFF, 1, span, 1};
             result = d->driver.cuGraphAddMemsetNode(&node, graph, before_count ? before : NULL, before_count, &p,
                                                     d->context);
             snprintf(what, sizeof what, "cuGraphAddMemsetNode (%llu bytes)", (unsigned long long)span);
         } else {
             CUDA_MEMCPY3D p;
             memset(&p, 0, sizeof p);
-            uint64_t src = c->src_offset + at, dst = c->dst_offset + at;
-            if (c->op == OP_H2D)
-                p.srcMemoryType = CU_MEMORYTYPE_HOST,
-                p.srcHost = d->host + ((buffer_record*)table_record(buffers, c->src))->offset + src;
+            if (src_host)
+                p.srcMemoryType = CU_MEMORYTYPE_HOST, p.srcHost = d->host + src_at + at;
             else
-                p.srcMemoryType = CU_MEMORYTYPE_DEVICE,
-                p.srcDevice = d->arena + ((plane_record*)table_record(planes, c->src))->offset + src;
-            if (c->op == OP_D2H)
-                p.dstMemoryType = CU_MEMORYTYPE_HOST,
-                p.dstHost = d->host + ((buffer_record*)table_record(buffers, c->dst))->offset + dst;
+                p.srcMemoryType = CU_MEMORYTYPE_DEVICE, p.srcDevice = d->arena + src_at + at;
+            if (dst_host)
+                p.dstMemoryType = CU_MEMORYTYPE_HOST, p.dstHost = d->host + dst_at + at;
             else
-                p.dstMemoryType = CU_MEMORYTYPE_DEVICE,
-                p.dstDevice = d->arena + ((plane_record*)table_record(planes, c->dst))->offset + dst;
+                p.dstMemoryType = CU_MEMORYTYPE_DEVICE, p.dstDevice = d->arena + dst_at + at;
             p.WidthInBytes = span, p.Height = 1, p.Depth = 1;
             result = d->driver.cuGraphAddMemcpyNode(&node, graph, before_count ? before : NULL, before_count, &p,
                                                     d->context);

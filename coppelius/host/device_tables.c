@@ -11,6 +11,14 @@
 
 void* table_record(const table* t, uint32_t i) { return (void*)(t->records + (uint64_t)i * t->record_bytes); }
 
+uint64_t command_side(const device_tables* t, const command_record* c, int destination, int* host) {
+    const uint32_t index = destination ? c->dst : c->src;
+    *host = destination ? c->op == OP_D2H : c->op == OP_H2D;
+    const uint64_t start = *host ? ((buffer_record*)table_record(&t->buffers, index))->offset
+                                 : ((plane_record*)table_record(&t->planes, index))->offset;
+    return start + (destination ? c->dst_offset : c->src_offset);
+}
+
 static int sizes_ok(const device_tables* t, const char* where, failure* f) {
     const struct { const table* t; uint32_t bytes; const char* name; } kinds[] = {
         {&t->launches, sizeof(launch_record), "launches"}, {&t->relocations, sizeof(relocation_record), "relocations"},

@@ -33,4 +33,7 @@ int launch_bytes(const loaded_tables* l, uint32_t i, launch_args* args, uint64_t
                  int error_bytes);
 // Record i of a table (i checked by the caller or at load).
 void* table_record(const table* t, uint32_t i);
+// Where a copy's or memset's bytes start on one side (its destination when `destination`, else its source): an offset
+// into the arena (*host = 0: a plane's) or into the host block (*host = 1: a buffer's). Not for a memset's source.
+uint64_t command_side(const device_tables* t, const command_record* c, int destination, int* host);
 #endif

@@ -34,14 +34,13 @@ static int command_ranges(const loaded_tables* l, const command_record* c, byte_
                 n = add_range(r, n, args.address[i], bytes[i], 0, launch_access(&args, i) != ACCESS_R);
         return n;
     }
-    uint64_t src = 0, dst = 0;
-    if (c->op == OP_H2D) src = ((buffer_record*)table_record(&t->buffers, c->src))->offset + c->src_offset;
-    else if (c->op == OP_D2H || c->op == OP_D2D)
-        src = l->base + ((plane_record*)table_record(&t->planes, c->src))->offset + c->src_offset;
-    if (c->op == OP_D2H) dst = ((buffer_record*)table_record(&t->buffers, c->dst))->offset + c->dst_offset;
-    else dst = l->base + ((plane_record*)table_record(&t->planes, c->dst))->offset + c->dst_offset;
-    int n = c->op == OP_MEMSET ? 0 : add_range(r, 0, src, c->bytes, c->op == OP_H2D, 0);
-    return add_range(r, n, dst, c->bytes, c->op == OP_D2H, 1);
+    int n = 0, host;
+    if (c->op != OP_MEMSET) {  // (the arena's sides at its address, as the launches' pointers are)
+        const uint64_t src = command_side(t, c, 0, &host);
+        n = add_range(r, 0, host ? src : l->base + src, c->bytes, host, 0);
+    }
+    const uint64_t dst = command_side(t, c, 1, &host);
+    return add_range(r, n, host ? dst : l->base + dst, c->bytes, host, 1);
 }
 
 static int conflict(const byte_range* a, int na, const byte_range* b, int nb) {

@@ -52,8 +52,9 @@ extern "C" __global__ void __launch_bounds__(256)
 // a SPREAD_CHUNK of 64 channels, a lane 2 (a 4-byte access), SPREAD_INFLIGHT = 64 rows in flight a warp. A
 // row of at most SEGMENTS positions is summed by one warp (each run holds at most one position: the same bits as one
 // run), its old dwte row loaded beside its positions; the block's longer rows then take all 8 warps in turn, one run
-// a warp, the runs' sums combined in warp order through shared memory. A warp reads 32 positions at once and the
-// next 32 while their dout rows (INFLIGHT at once) load. A frequent token's chain is an eighth of its positions.
+// a warp, the runs' sums combined in warp order through shared memory. A warp reads 32 positions at once (64 for
+// SPREAD_VOCAB) and the next ones while their dout rows (INFLIGHT at once) load. A frequent token's chain is an eighth
+// of its positions.
 //
 // Rows of dwpe: blocks after the dwte blocks, a warp per position t, a lane 8 channels (2 for SPREAD_VOCAB).
 //
@@ -105,7 +106,9 @@ __device__ __forceinline__ void add_lane(float (&acc)[L], const unsigned (&w)[L 
     }
 }
 
-// row[c .. c + L) = old + acc, each rounded to nearest even (channels at or past end untouched).
+// row[c .. c + L) = old + acc, each rounded to nearest even (channels at or past end untouched). old enters as
+// 0 + old, the same sum: (0 + old) + acc and old + acc differ only for old = acc = -0, and acc, summed from +0, is
+// never -0.
 template <int L>
 __device__ __forceinline__ void store_lane(__half* row, int c, int end, bool vec, const unsigned (&old)[L / 2],
                                            const float (&acc)[L]) {

@@ -11,12 +11,16 @@
 
 void* table_record(const table* t, uint32_t i) { return (void*)(t->records + (uint64_t)i * t->record_bytes); }
 
-uint64_t command_side(const device_tables* t, const command_record* c, int destination, int* host) {
-    const uint32_t index = destination ? c->dst : c->src;
+// The table a copy's or memset's side indexes: the host buffers for an h2d's source or a d2h's destination (*host =
+// 1), else the arena's planes. A record of either starts with its offset and its bytes (uint64_t each).
+static const table* side_table(const device_tables* t, const command_record* c, int destination, int* host) {
     *host = destination ? c->op == OP_D2H : c->op == OP_H2D;
-    const uint64_t start = *host ? ((buffer_record*)table_record(&t->buffers, index))->offset
-                                 : ((plane_record*)table_record(&t->planes, index))->offset;
-    return start + (destination ? c->dst_offset : c->src_offset);
+    return *host ? &t->buffers : &t->planes;
+}
+
+uint64_t command_side(const device_tables* t, const command_record* c, int destination, int* host) {
+    const uint64_t* record = table_record(side_table(t, c, destination, host), destination ? c->dst : c->src);
+    return record[0] + (destination ? c->dst_offset : c->src_offset);
 }
 
 static int sizes_ok(const device_tables* t, const char* where, failure* f) {
@@ -116,13 +120,13 @@ static int check_commands(loaded_tables* lt, const char* where, failure* f) {
         command_record* c = table_record(&lt->t.commands, i);
         int ok = c->op <= OP_D2D;
         if (c->op == OP_LAUNCH) ok = c->a < lt->t.launches.count;
-        int device_src = c->op == OP_D2H || c->op == OP_D2D, device_dst = c->op != OP_D2H;
         if (ok && c->op != OP_LAUNCH) {
-            const table* src_table = device_src ? &lt->t.planes : &lt->t.buffers;
-            const table* dst_table = device_dst ? &lt->t.planes : &lt->t.buffers;
+            int host;
+            const table* src_table = side_table(&lt->t, c, 0, &host);
+            const table* dst_table = side_table(&lt->t, c, 1, &host);
             ok = c->dst < dst_table->count && (c->op == OP_MEMSET || c->src < src_table->count);
             if (ok) {
-                uint64_t* dst = table_record(dst_table, c->dst);  // offset, bytes: the first two fields of both kinds
+                uint64_t* dst = table_record(dst_table, c->dst);  // offset, bytes
                 ok = inside(c->dst_offset, c->bytes, dst[1]) && c->value <= 255;
                 if (ok && c->op != OP_MEMSET) {
                     uint64_t* src = table_record(src_table, c->src);

@@ -250,7 +250,9 @@ def has_clusters(arch: str) -> bool:
 
 def weight_gradient_tiles(scalars: dict, arch: str = "any") -> tuple[str, int, int]:
     """(tile, output tiles, S) of a matmul_backward_weight launch: its tile ("wide" 128x256 wgmma, "big" 128x128,
-    "small" 64x64), how many of them cover the output, and the blocks each is split over (one cluster a tile)."""
+    "small" 64x64), how many of them cover the output, and the blocks each is split over (one cluster a tile).
+    A wide tile is 192 columns where as many of those cover the output (matmul_hopper.cuh: hop_split_columns, e.g.
+    small's Nn = 384): the same count, a quarter fewer products on zero columns."""
     M, Nn, K = matmul_shape("matmul_backward_weight", scalars)
     big, small, wide = _cdiv(M, 128) * _cdiv(Nn, 128), _cdiv(M, 64) * _cdiv(Nn, 64), _cdiv(M, 128) * _cdiv(Nn, 256)
     if arch in WIDE_TILE_ARCHS and K >= WIDE_MIN_K:

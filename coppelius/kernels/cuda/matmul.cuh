@@ -503,8 +503,10 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
     if (blockDim.x == MM_HOP_THREADS) {
         if constexpr (AK)
             mm_hopper<AK, BK_MAJOR, EPI>(out, aux, A, B, bias, M, Nn, K, lda, ldb, vec, st);
+        else if (hop_split_columns(Nn) == 192)
+            mm_hopper_split<AK, BK_MAJOR, 192>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
         else
-            mm_hopper_split<AK, BK_MAJOR>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
+            mm_hopper_split<AK, BK_MAJOR, 256>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
         return;
     }
 #endif

@@ -274,10 +274,12 @@ __device__ __forceinline__ unsigned long long hop_desc(const __half* s, int kk) 
 // Consumer c's part of one tile: acc += its 64 rows of A times B over the KT k-tiles from ring position g, and,
 // when BIAS_SUM, bias_acc += A times a 16x8 tile of ones (the rows' sums, dbias, on the tensor cores). A template
 // argument, not a flag: a wgmma under a branch had ptxas fence the products around it (C7519) in every block.
-template <bool AK, bool BK_MAJOR, bool BIAS_SUM>
-__device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, float (&acc)[32][4],
+// B is BN = 256 or 192 columns (the weight gradient's narrow tile, hop_split_columns).
+template <bool AK, bool BK_MAJOR, bool BIAS_SUM, int BN = 256>
+__device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, float (&acc)[BN / 8][4],
                                             float (&bias_acc)[1][4], int& g) {
-    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
+    static_assert(BN == 256 || BN == 192, "the consumers' products are m64n256k16 or m64n192k16");
+    constexpr int BM = 128, BK = MM_HOP_BK;
     const int lane = threadIdx.x & 31;
     int kt = 0;
     // a do-while (KT > 0): a loop that could run zero times serializes wgmma across its back-edge (C7515)
@@ -291,7 +293,10 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
             const unsigned long long a = hop_desc<AK>(sA, kk), b = hop_desc<BK_MAJOR>(sB, kk);
-            wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
+            if constexpr (BN == 256)
+                wgmma_m64n256k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
+            else
+                wgmma_m64n192k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc, a, b);
             // every element of the ones tile is 1, so its layout is immaterial: no swizzle, 8-row cores
             if (BIAS_SUM) wgmma_m64n8k16<AK ? 0 : 1, 0>(bias_acc, a, wg_desc(m.staging, 128, 256, 0));
         }
@@ -843,20 +848,25 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     if (vec_out && !finished && ctid < 64) bulk_wait();  // every copy written before the block ends
 }
 
+// The columns of the weight gradient's tiles: 192 where as many 192-column tiles as 256-column ones cover Nn (the
+// geometry's count, formats/geometry.py: weight_gradient_tiles), else 256. small's Nn = 384 fills two 192-column
+// tiles, where two of 256 leave a quarter of their products on zero columns.
+__device__ __forceinline__ int hop_split_columns(int Nn) { return (Nn + 191) / 192 == (Nn + 255) / 256 ? 192 : 256; }
+
 // The weight gradient, out[M,Nn] = A B (+ out when accumulate), dbias[m] = sum_k A(m,k) when dbias is given, with
 // A and B both transposed ([K][M], [K][Nn]), split-K as mm_tile's: launched in clusters of S = `splits` blocks
-// (1 .. 16), a cluster a 128x256 tile, block rank r summing the r-th of S runs of its K. A block has one tile (K is
+// (1 .. 16), a cluster a 128 x BN tile (BN = hop_split_columns(Nn)), block rank r summing the r-th of S runs of its K. A block has one tile (K is
 // long); its consumers put their fp32 partial rows in the stages' shared memory, and after a cluster barrier block
 // r adds the tile's rows [128 r / S, 128 (r + 1) / S),
 // reading the S partials through distributed shared memory in split order 0 .. S-1 (then + old out, one
 // rounding): a sum order fixed by the code, deterministic without atomics or scratch memory.
-template <bool AK, bool BK_MAJOR>
+template <bool AK, bool BK_MAJOR, int BN>
 __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const __half* __restrict__ A,
                                                 const __half* __restrict__ B, __half* __restrict__ dbias, int M,
                                                 int Nn, int K, int lda, int ldb, bool accumulate, bool vec,
                                                 int splits) {
-    constexpr int BM = 128, BN = 256, BK = MM_HOP_BK, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
-    static_assert(BM * LD * 4 + BM * 4 <= MM_HOP_STAGES * (BM + BN) * BK * 2, "partials fit in the stages");
+    constexpr int BM = 128, BK = MM_HOP_BK, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
+    static_assert(BM * LD * 4 + BM * 4 <= MM_HOP_STAGES * (BM + 256) * BK * 2, "partials fit in the stages");
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
@@ -877,28 +887,29 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
     float* part = reinterpret_cast<float*>(m.stages);  // [BM][LD] partial sums, then [BM] dbias partials
     float* bias_part = part + BM * LD;
     if (wg == 0 && KT > 0) {  // the producer's threads without copies to issue go on to the cluster barriers
-        const HopMap* maps = hop_producer_maps<AK, BK_MAJOR>(m, A, B, M, Nn, K, lda, ldb, vec);
+        const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, vec);
         int g = 0;
-        if (maps != nullptr) hop_produce<AK, BK_MAJOR>(m, maps, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
+        if (maps != nullptr)
+            hop_produce<AK, BK_MAJOR, BN>(m, maps, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
     } else if (wg > 0 && !idle) {
         const int c = wg - 1;
-        float acc[32][4], bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+        float acc[BN / 8][4], bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-        for (int f = 0; f < 32; ++f)
+        for (int f = 0; f < BN / 8; ++f)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[f][e] = 0.f;
         if (KT > 0) {
             int g = 0;
             if (bias_sum)
-                hop_consume<AK, BK_MAJOR, true>(m, c, KT, acc, bias_acc, g);
+                hop_consume<AK, BK_MAJOR, true, BN>(m, c, KT, acc, bias_acc, g);
             else
-                hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, bias_acc, g);
+                hop_consume<AK, BK_MAJOR, false, BN>(m, c, KT, acc, bias_acc, g);
         }
         consumers_sync();     // both consumers' products are done reading the stages,
         fence_proxy_async();  // ... which their partials now overwrite
         const int row = c * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
-        for (int f = 0; f < 32; ++f)
+        for (int f = 0; f < BN / 8; ++f)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
                 *reinterpret_cast<float2*>(part + (row + 8 * e) * LD + f * 8 + (lane & 3) * 2) =

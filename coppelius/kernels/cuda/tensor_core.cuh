@@ -142,6 +142,9 @@ __device__ __forceinline__ void wgmma_m64n8k16(float (&d)[1][4], unsigned long l
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define COPTC_REGS64 COPTC_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define COPTC_REGS96 COPTC_REGS64 ", " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define COPTC_REGS128 COPTC_REGS64 ", " \
     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
@@ -178,6 +181,17 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], unsigned lon
         "{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" COPTC_REGS64 "}, %64, %65, p, 1, 1, %66, %67;\n}\n"
         : COPTC_ACC8(d, 0), COPTC_ACC8(d, 8)
+        : "l"(a), "l"(b), "n"(TA), "n"(TB), "r"(1));
+}
+
+// The same with B 192 columns wide (d[24][4]): the weight gradient's tile where 256 columns would leave a quarter
+// empty (matmul_hopper.cuh: hop_split_columns).
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[24][4], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %100, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {" COPTC_REGS96 "}, %96, %97, p, 1, 1, %98, %99;\n}\n"
+        : COPTC_ACC8(d, 0), COPTC_ACC8(d, 8), COPTC_ACC8(d, 16)
         : "l"(a), "l"(b), "n"(TA), "n"(TB), "r"(1));
 }
 

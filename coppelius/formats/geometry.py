@@ -13,8 +13,8 @@ matmuls: a 1-D grid of output tiles (matmul_forward_gelu's and matmul_forward_st
 matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the six take
 matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
 HOPPER_STAGES stages of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers
-(216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_TILES tiles: WIDE_TILES persistent blocks, each walking
-tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster
+(216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_MIN_TILES tiles: up to WIDE_TILES
+persistent blocks, each walking tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster
 of S blocks a tile (wide_split_count: the least time in waves of clusters), each block summing at least WIDE_MIN_K
 of K (measured on the H200, docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes the rule below, as on every arch
 (its 64x64 tiles split 8 ways: 7.8 against 9.9 us for 128x128 wgmma tiles at tiny's shapes on the H200, "v39").
@@ -62,6 +62,7 @@ LAYERNORM_STAGED_WIDTH = 1024
 MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (config.py refuses a wider one)
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
+WIDE_MIN_TILES = 66     # fewer wide tiles than this take the 128x128 or 64x64 tiles (then one block a wide tile)
 WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
 # clusters of S = 1 .. 16 one-an-SM blocks (384 threads, 216 KiB) resident at once on the H200
 # (cuOccupancyMaxActiveClusters, 2026-12-01; above 8 with the non-portable opt-in the hosts give)
@@ -314,8 +315,8 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
     if kernel.startswith("matmul_"):
         M, Nn, K = matmul_shape(kernel, scalars)
         big, small, wide = _cdiv(M, 128) * _cdiv(Nn, 128), _cdiv(M, 64) * _cdiv(Nn, 64), _cdiv(M, 128) * _cdiv(Nn, 256)
-        if arch in WIDE_TILE_ARCHS and wide >= WIDE_TILES:
-            return [WIDE_TILES, 1, 1], *MATMUL_TILES["wide"]
+        if arch in WIDE_TILE_ARCHS and wide >= WIDE_MIN_TILES:
+            return [min(wide, WIDE_TILES), 1, 1], *MATMUL_TILES["wide"]
         return ([big, 1, 1], *MATMUL_TILES["big"]) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *MATMUL_TILES["small"])
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))

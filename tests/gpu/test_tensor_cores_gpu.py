@@ -253,6 +253,7 @@ MATMUL_SHAPES = [  # (N, C, OC)
     (5000, 1000, 1000), (6000, 1001, 700), (2048, 72, 2136), (2072, 2136, 70),  # ragged on sm_90's 256x128 tiles
     (16384, 384, 384), (8999, 200, 328),  # sm_90's ping-pong forwards (OC leaves a 128x256 tile a fifth empty)
     (2048, 100, 36),  # sm_90's 192-column weight-gradient tile, loaded element-wise (the small shapes' C = 384: TMA)
+    (9000, 136, 200),  # sm_90's wide forward and input gradient below a wave (71 tiles, a block each)
 ]
 
 

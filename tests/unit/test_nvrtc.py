@@ -151,7 +151,7 @@ def test_weight_gradients_split_k_a_cluster_a_tile():
         assert splits in (1, 2, 4, 8) and (tiles * splits >= geometry.SPLIT_BLOCKS or splits == 8)
 
 
-def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_a_wave_of_them():
+def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_half_a_wave_of_them():
     tc, cluster = geometry.tensor_core_geometry, geometry.cluster_size
     hopper_shared = geometry.HOPPER_SHARED
     # the persistent blocks: 3 stages of 48 KiB, 2 x 64 staging rows of 264 fp16, 2 tensor maps being encoded, 2 x 256

@@ -100,6 +100,9 @@ LM_HEAD_STATS_ARCHS: tuple[str, ...] = ("sm_90",)
 # ... and only for rows longer than the loss block's one sweep of loads (THREADS threads, 4 packs each: loss.cuh's
 # UNROLL): a shorter row's second pass reads what its first left in L1, so there is no pass to save.
 LM_HEAD_STATS_MIN_V = THREADS * PACK * 4 + 1
+# The losses' rows of at most a pack a lane (loss.cuh: WARP_ROW_COLUMNS) take a warp each, THREADS // 32 a block.
+LOSS_WARP_ROW_COLUMNS = 32 * PACK
+LOSS_WARP_ROW_KERNELS = ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward")
 WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cuh's tiles (measured there)
 PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
 PROGRAMMATIC_BLOCKS_PER_SM = 4  # the most blocks an SM of either launch of a programmatic edge (measured, programmatic)
@@ -145,7 +148,7 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
         return [_cdiv(2 * s["C"], 32), 1, 1], [LAYERNORM_WEIGHT_THREADS, 1, 1], 0
     elif kernel in ("crossentropy_forward", "crossentropy_backward", "crossentropy_forward_backward",
                     "crossentropy_forward_backward_stats", "argmax_forward"):
-        grid = [max(1, s["N"]), 1, 1]
+        grid = [_cdiv(s["N"], loss_rows_per_block(kernel, s)), 1, 1]
     elif kernel in ("gelu_forward", "gelu_backward", "residual_forward", "nonfinite_check"):
         grid = [_cdiv(s["N"], PACK * THREADS), 1, 1]
     elif kernel in ("adamw", "cast_half"):
@@ -153,6 +156,13 @@ def geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], 
     else:
         raise KeyError(f"{kernel} is not a catalog kernel")
     return grid, [THREADS, 1, 1], 0
+
+
+def loss_rows_per_block(kernel: str, scalars: dict) -> int:
+    """Rows of logits a loss block takes: a warp a row where a row is at most a pack a lane (a byte vocabulary), else
+    the block one row."""
+    warp_rows = kernel in LOSS_WARP_ROW_KERNELS and scalars["Vp"] <= LOSS_WARP_ROW_COLUMNS
+    return THREADS // 32 if warp_rows else 1
 
 
 def layernorm_backward_blocks(N: int) -> int:

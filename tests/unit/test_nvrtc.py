@@ -96,6 +96,8 @@ def test_geometry_constants_match_the_kernels():
         return re.search(rf"constexpr int {name} = ([^;]+);", text).group(1)
     assert constant("common.cuh", "THREADS") == str(geometry.THREADS)
     assert constant("common.cuh", "PACK") == str(geometry.PACK)
+    assert constant("loss.cuh", "WARP_ROW_COLUMNS") == "32 * PACK"
+    assert geometry.LOSS_WARP_ROW_COLUMNS == 32 * geometry.PACK
     assert constant("encoder.cuh", "ROWS") == "WARPS" and geometry.ENCODER_ROWS == geometry.THREADS // 32
     assert constant("encoder.cuh", "CHUNK") == "32 * PACK" and geometry.ENCODER_CHUNK == 32 * geometry.PACK
     assert constant("encoder.cuh", "POSITIONS") == "WARPS" and geometry.ENCODER_POSITIONS == geometry.THREADS // 32
@@ -165,9 +167,14 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_half_a_wave_of_
     # its input gradient through the fc proj (32768 x 768 out, K = 3072): 256 x 3 tiles
     assert tc("matmul_backward_input", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([132, 1, 1], [384, 1, 1],
                                                                                        hopper_shared)
-    # fewer than a wave of 128x256 tiles (131 of them): the other rules
-    assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_90")[1] == [128, 1, 1]  # 262 < 264
-    assert tc("matmul_forward", {"N": 128 * 132, "C": 64, "OC": 256}, "sm_90")[1] == [384, 1, 1]
+    # fewer than half a wave of 128x256 tiles (65 of them): the other rules; from half a wave, a block a tile up to a
+    # wave's blocks
+    assert tc("matmul_forward", {"N": 128 * 65, "C": 64, "OC": 256}, "sm_90")[:2] == ([520, 1, 1], [128, 1, 1])
+    assert tc("matmul_forward", {"N": 128 * 66, "C": 64, "OC": 256}, "sm_90") == ([66, 1, 1], [384, 1, 1],
+                                                                                    hopper_shared)
+    assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_90")[0] == [131, 1, 1]
+    assert tc("matmul_forward", {"N": 128 * 133, "C": 64, "OC": 256}, "sm_90")[0] == [132, 1, 1]
+    assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_86")[1] == [128, 1, 1]  # 262 < 264
     # on sm_90 weight gradients take the 128x256 tiles too, a cluster of S blocks a tile, S for the least time in
     # waves of WIDE_CLUSTERS[S - 1] clusters: gpt2's qkv 18 x 3 tiles 2 ways (66 clusters at once: one wave), its fc
     # 24 x 3 3 ways (39 at once: two waves of K / 3), its attn proj 6 x 3 5 ways (22 at once), its lm head 393 x 3
@@ -209,6 +216,11 @@ def test_geometry_of_the_gpt2_launches():
     assert geometry.geometry("layernorm_backward", s, "sm_86")[2] == 0
     assert geometry.geometry("layernorm_backward_weight", s) == ([48, 1, 1], [1024, 1, 1], 0)
     assert geometry.geometry("crossentropy_backward", s) == ([32768, 1, 1], [256, 1, 1], 0)
+    # a byte vocabulary's rows take a warp each, 8 a block (the loss kernels; argmax and the _stats form a block a row)
+    byte_rows = {"N": 16387, "V": 256, "Vp": 256}
+    assert geometry.geometry("crossentropy_forward_backward", byte_rows) == ([2049, 1, 1], [256, 1, 1], 0)
+    assert geometry.geometry("crossentropy_forward", {**byte_rows, "Vp": 264})[0] == [16387, 1, 1]
+    assert geometry.geometry("argmax_forward", byte_rows)[0] == [16387, 1, 1]
     assert geometry.geometry("gelu_forward", {"N": 4 * 768 * 32768}) == ([49152, 1, 1], [256, 1, 1], 0)
     assert geometry.geometry("adamw", {"N": 1000}) == ([4, 1, 1], [256, 1, 1], 0)
     for kernel in catalog.KERNELS:

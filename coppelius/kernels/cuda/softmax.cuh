@@ -10,10 +10,12 @@
 
 namespace cpl {
 // (m, s) <- the pair for the union of two sets: max m and sum of exp(x - m). Symmetric in its two
-// arguments bit for bit (a + b == b + a), so a butterfly leaves every lane with the same pair.
+// arguments bit for bit (a + b == b + a), so a butterfly leaves every lane with the same pair: the products are
+// rounded by hand, since a contraction to fma(s, e, os * eo) would not be (the compiler may contract one inlined
+// copy and not another).
 __device__ __forceinline__ void softmax_merge(float& m, float& s, float om, float os) {
     const float M = fmaxf(m, om);
-    s = M == neg_inf() ? 0.f : s * __expf(m - M) + os * __expf(om - M);
+    s = M == neg_inf() ? 0.f : __fadd_rn(__fmul_rn(s, __expf(m - M)), __fmul_rn(os, __expf(om - M)));
     m = M;
 }
 
@@ -26,7 +28,7 @@ __device__ __forceinline__ void softmax_add(float& m, float& s, const float* v, 
     for (int k = 0; k < K; ++k)
         if (k < count) pm = fmaxf(pm, v[k]);
     if (pm > m) {
-        s *= __expf(m - pm);
+        s = __fmul_rn(s, __expf(m - pm));  // never fused with the add below: the same bits in every inlined copy
         m = pm;
     }
 #pragma unroll

@@ -13,15 +13,15 @@ matmuls: a 1-D grid of output tiles (matmul_forward_gelu's and matmul_forward_st
 matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the six take
 matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
 HOPPER_STAGES stages of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers
-(216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least WIDE_MIN_TILES tiles: up to WIDE_TILES
-persistent blocks, each walking tiles blockIdx.x, + gridDim.x, ...; matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster
-of S blocks a tile (wide_split_count: the least time in waves of clusters), each block summing at least WIDE_MIN_K
-of K (measured on the H200, docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes the rule below, as on every arch
+(216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least
+WIDE_MIN_TILES tiles: up to WIDE_TILES persistent blocks, each walking tiles blockIdx.x, + gridDim.x, ...;
+matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster of S blocks a tile (wide_split_count: the
+least time in waves of clusters), each block summing at least WIDE_MIN_K of K (measured on the H200,
+docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes the rule below, as on every arch
 (its 64x64 tiles split 8 ways: 7.8 against 9.9 us for 128x128 wgmma tiles at tiny's shapes on the H200, "v39").
-Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32
-fp16: 48 KiB) when there are at least MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64
-tiles (4 stages: 32 KiB), so that small outputs (a 768x768 weight gradient, the tiny models)
-still spread over the card. matmul_backward_weight splits K (matmul.cuh) on the archs with thread-block clusters
+Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32 fp16: 48 KiB) when there are at least
+MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64 tiles (4 stages: 32 KiB), so that small outputs (a 768x768
+weight gradient, the tiny models) still spread over the card. matmul_backward_weight splits K (matmul.cuh) on the archs with thread-block clusters
 (sm_90 on; cluster_size): unless it has MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds
 S = 2, 4 or 8 blocks per output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them
 reach SPLIT_BLOCKS, else 64x64. Its grid is S blocks a tile, launched in clusters of S blocks (the launch's cluster

@@ -855,11 +855,11 @@ __device__ __forceinline__ int hop_split_columns(int Nn) { return (Nn + 191) / 1
 
 // The weight gradient, out[M,Nn] = A B (+ out when accumulate), dbias[m] = sum_k A(m,k) when dbias is given, with
 // A and B both transposed ([K][M], [K][Nn]), split-K as mm_tile's: launched in clusters of S = `splits` blocks
-// (1 .. 16), a cluster a 128 x BN tile (BN = hop_split_columns(Nn)), block rank r summing the r-th of S runs of its K. A block has one tile (K is
-// long); its consumers put their fp32 partial rows in the stages' shared memory, and after a cluster barrier block
-// r adds the tile's rows [128 r / S, 128 (r + 1) / S),
-// reading the S partials through distributed shared memory in split order 0 .. S-1 (then + old out, one
-// rounding): a sum order fixed by the code, deterministic without atomics or scratch memory.
+// (1 .. 16), a cluster a 128 x BN tile (BN = hop_split_columns(Nn)), block rank r summing the r-th of S runs of its
+// K. A block has one tile (K is long); its consumers put their fp32 partial rows in the stages' shared memory, and
+// after a cluster barrier block r adds the tile's rows [128 r / S, 128 (r + 1) / S), reading the S partials through
+// distributed shared memory in split order 0 .. S-1 (then + old out, one rounding): a sum order fixed by the code,
+// deterministic without atomics or scratch memory.
 template <bool AK, bool BK_MAJOR, int BN>
 __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const __half* __restrict__ A,
                                                 const __half* __restrict__ B, __half* __restrict__ dbias, int M,

@@ -21,11 +21,12 @@ docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes
 (its 64x64 tiles split 8 ways: 7.8 against 9.9 us for 128x128 wgmma tiles at tiny's shapes on the H200, "v39").
 Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32 fp16: 48 KiB) when there are at least
 MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64 tiles (4 stages: 32 KiB), so that small outputs (a 768x768
-weight gradient, the tiny models) still spread over the card. matmul_backward_weight splits K (matmul.cuh) on the archs with thread-block clusters
-(sm_90 on; cluster_size): unless it has MATMUL_BIG_TILES big tiles without splitting (the lm head), its grid holds
-S = 2, 4 or 8 blocks per output tile (split_count: about SPLIT_BLOCKS blocks), 128x128 tiles when that many of them
-reach SPLIT_BLOCKS, else 64x64. Its grid is S blocks a tile, launched in clusters of S blocks (the launch's cluster
-field, docs/formats.md), and the kernel reads S back from its cluster's size; without clusters (sm_86) S = 1.
+weight gradient, the tiny models) still spread over the card. matmul_backward_weight splits K (matmul.cuh) on the
+archs with thread-block clusters (sm_90 on; cluster_size): unless it has MATMUL_BIG_TILES big tiles without splitting
+(the lm head), its grid holds S = 2, 4 or 8 blocks per output tile (split_count: about SPLIT_BLOCKS blocks), 128x128
+tiles when that many of them reach SPLIT_BLOCKS, else 64x64. Its grid is S blocks a tile, launched in clusters of S
+blocks (the launch's cluster field, docs/formats.md), and the kernel reads S back from its cluster's size; without
+clusters (sm_86) S = 1.
 The archs other than sm_90 have not been measured: they keep these rules.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the

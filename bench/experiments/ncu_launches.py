@@ -29,8 +29,8 @@ def main(cubin: str) -> None:
         args = {"out": gpu.alloc(N * OC * 2), "inp": gpu.put(tc.h16_timing(rng, N, C)),
                 "weight": gpu.put(tc.h16_timing(rng, OC, C)), "bias": gpu.put(tc.h16_timing(rng, OC)),
                 "N": N, "C": C, "OC": OC}
-        if kernel == "matmul_forward_gelu":
-            args["out_gelu"] = gpu.alloc(N * OC * 2)
+        if kernel == "matmul_forward_gelu":  # (its outputs: gelu's slope and value)
+            args["slope"], args["out_gelu"] = args.pop("out"), gpu.alloc(N * OC * 2)
         gpu.launch(kernel, args)
         gpu.sync()
         gpu.free_all()

@@ -1,0 +1,65 @@
+"""attention_backward A/B between cubins at small's and gpt2's shapes: each cubin's launch alone, back to back (CUDA
+events, the tensor-core harness's Gpu.timer), rounds alternating the cubins; then how many dqkv cells differ from
+the first cubin's in their bits, the largest difference, and each cubin's largest error against float64 on two
+batches (the tests' reference; their tolerance is test_tensor_cores_gpu.TOL_ATTN_BWD relative to the largest value).
+The inputs (out, lse) are the first cubin's forward of the same qkv.
+    python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card, the repository root)"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT)]
+import test_tensor_cores_gpu as tc  # noqa: E402
+from coppelius.kernels import reference as ref  # noqa: E402
+
+SHAPES = {"small": (64, 256, 384, 6), "gpt2": (32, 1024, 768, 12)}  # (B, T, C, NH)
+
+
+def main(paths: list[str]) -> None:
+    gpus = [(Path(p).stem, tc.Gpu(Path(p).read_bytes())) for p in paths]
+    for label, (B, T, C, NH) in SHAPES.items():
+        rng = np.random.default_rng(0)
+        qkv, dout = tc.h16(rng, B, T, 3 * C), tc.h16(rng, B, T, C)
+        first = gpus[0][1]
+        p_qkv, p_out, p_lse = first.put(qkv), first.alloc(B * T * C * 2), first.alloc(B * NH * T * 4)
+        first.launch("attention_forward", {"out": p_out, "lse": p_lse, "qkv": p_qkv, "B": B, "T": T, "C": C, "NH": NH})
+        first.sync()
+        out, lse = first.get(p_out, np.float16, B * T * C), first.get(p_lse, np.float32, B * NH * T)
+        first.free_all()
+        runs = []
+        for stem, gpu in gpus:
+            args = {"dqkv": gpu.alloc(B * T * 3 * C * 2), "dout": gpu.put(dout), "qkv": gpu.put(qkv),
+                    "out": gpu.put(out), "lse": gpu.put(lse), "B": B, "T": T, "C": C, "NH": NH}
+            runs.append((stem, gpu, args, gpu.prepare("attention_backward", args)))
+        times = {stem: [] for stem, *_ in runs}
+        for _ in range(3):
+            for stem, gpu, _, go in runs:
+                times[stem].append(gpu.timer(go, reps=20) * 1000)
+        flop = 2.5 * tc.attention_flops(B, T, C, NH)
+        print(f"{label} B={B} T={T} C={C} NH={NH}: " + "  ".join(
+            f"{stem} {min(t):.1f}-{max(t):.1f} us ({flop / min(t) / 1e6:.0f} TF/s)" for stem, t in times.items()))
+        bs = [0, B - 1]
+        want = ref.attention_backward(dout[bs].astype(np.float64), qkv[bs].astype(np.float64),
+                                      out.reshape(B, T, C)[bs].astype(np.float64),
+                                      lse.reshape(B, NH, T)[bs].astype(np.float64), NH)
+        got0 = None
+        for stem, gpu, args, go in runs:
+            go()
+            gpu.sync()
+            got = gpu.get(args["dqkv"], np.float16, B * T * 3 * C)
+            err = np.abs(got.reshape(B, T, 3 * C)[bs].astype(np.float64) - want).max() / np.abs(want).max()
+            line = f"  {stem}: error against float64 {err:.2e} of the largest value"
+            if got0 is None:
+                got0 = got
+            else:
+                diff = np.abs(got.astype(np.float64) - got0.astype(np.float64))
+                line += (f"; cells with other bits than {runs[0][0]}: {np.count_nonzero(got.view(np.uint16) != got0.view(np.uint16))}"
+                         f" of {got.size}, largest difference {diff.max():.3g}")
+            print(line, flush=True)
+            gpu.free_all()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

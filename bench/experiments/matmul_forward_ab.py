@@ -30,7 +30,8 @@ SHAPES = [("matmul_forward", "gpt2 qkv", (32768, 768, 2304)), ("matmul_forward",
           ("matmul_backward_weight", "small fc dw", (16384, 384, 1536)),
           ("matmul_backward_weight", "small fc proj dw", (16384, 1536, 384)),
           ("matmul_backward_weight", "small lm head dw", (16384, 384, 256)),
-          ("matmul_backward_weight", "gpt2 qkv dw", (32768, 768, 2304))]
+          ("matmul_backward_weight", "gpt2 qkv dw", (32768, 768, 2304)),
+          ("matmul_backward_weight", "gpt2 attn proj dw", (32768, 768, 768))]
 
 
 def arguments(gpu, kernel: str, label: str, operands: dict, N: int, C: int, OC: int) -> tuple[dict, dict]:

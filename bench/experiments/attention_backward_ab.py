@@ -3,7 +3,7 @@ events, the tensor-core harness's Gpu.timer), rounds alternating the cubins; the
 the first cubin's in their bits, the largest difference, and each cubin's largest error against float64 on two
 batches (the tests' reference; their tolerance is test_tensor_cores_gpu.TOL_ATTN_BWD relative to the largest value).
 The inputs (out, lse) are the first cubin's forward of the same qkv.
-    python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card, the repository root)"""
+    python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card, repository root)"""
 import sys
 from pathlib import Path
 
@@ -55,8 +55,9 @@ def main(paths: list[str]) -> None:
                 got0 = got
             else:
                 diff = np.abs(got.astype(np.float64) - got0.astype(np.float64))
-                line += (f"; cells with other bits than {runs[0][0]}: {np.count_nonzero(got.view(np.uint16) != got0.view(np.uint16))}"
-                         f" of {got.size}, largest difference {diff.max():.3g}")
+                other = np.count_nonzero(got.view(np.uint16) != got0.view(np.uint16))
+                line += (f"; cells with other bits than {runs[0][0]}: {other} of {got.size},"
+                         f" largest difference {diff.max():.3g}")
             print(line, flush=True)
             gpu.free_all()
 

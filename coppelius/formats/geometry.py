@@ -227,6 +227,8 @@ def attention_shared_bytes(kernel: str, hsp: int, arch: str = "any") -> int:
     keys = (2 * ATTENTION_ROWS + 3 * brk * query_stages) * row + 2 * brk * 4  # K, V; Q, dO, out tiles; lse, D rows
     bcq, stages = (64, 2) if hsp <= 64 else (32, 1)
     queries = (2 * ATTENTION_ROWS + 2 * stages * bcq) * row  # Q, dO; stages of K and V
+    if query_stages == 2:  # the wgmma query block's out tile and D rows (within the key block's bytes)
+        queries += ATTENTION_ROWS * row + ATTENTION_ROWS * 4
     return max(keys, queries)
 
 

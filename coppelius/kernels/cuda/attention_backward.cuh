@@ -277,6 +277,11 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
     __half* sO = sQ + BR * HSP;   // dO
     __half* sK = sO + BR * HSP;   // [ST][BC][HSP]
     __half* sV = sK + ST * BC * HSP;
+    // WG: the out tile of the block's rows and their D, in the bytes the key block's second stage takes beyond these
+    // (formats/geometry.py: attention_shared_bytes), so that D's loads travel with the first tiles' (from global
+    // memory beside them they were the block's longest wait at small's T = 256: ncu, H200, 2026-12-04)
+    __half* sX = sV + ST * BC * HSP;
+    float* sD = reinterpret_cast<float*>(sX + BR * HSP);
 
     AT_BWD_HEAD_LOCALS;
     const float scale = rsqrtf((float)hs);
@@ -288,11 +293,20 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
     at_load<BR, HSP>(sO, gdo, q0, T, hs, (size_t)C, vec);
     at_load<BC, HSP>(sK, gk, 0, T, hs, rs, vec);
     at_load<BC, HSP>(sV, gv, 0, T, hs, rs, vec);
+    if constexpr (WG) at_load<BR, HSP>(sX, go, q0, T, hs, (size_t)C, vec);
     cp_async_commit();
 
-    // lse (log2 units) and D of this thread's two rows, qw + g and qw + g + 8
+    // lse (log2 units) and D of this thread's two rows, qw + g and qw + g + 8 (WG: lse as loaded, both finished
+    // once the first tiles are in)
     float lr[2], dr[2];
-    {
+    if constexpr (WG) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int q = qw + g + r * 8;
+            lr[r] = q < T ? gl[q] : 0.f;
+            dr[r] = 0.f;
+        }
+    } else {
         const int q = qw + (lane & 15), half_ = lane >> 4;
         float dsum = 0.f;
         if (q < T) {
@@ -337,6 +351,15 @@ __device__ __forceinline__ void attn_bwd_queries(__half* __restrict__ dqkv, cons
             at_fence_async();
         }
         __syncthreads();  // tile j is in; (ST 2) no warp reads tile j - 1's stage any more
+        if (WG && j == 0) {  // D of the block's rows from its dO and out tiles, summed as at_dot's two halves
+            at_tile_rowdot<BR, HSP>(sD, sO, sX);
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                dr[r] = sD[warp * 16 + g + r * 8];
+                lr[r] *= LOG2E;
+            }
+        }
         if (ST == 2 && j + 1 < nkv) {
             at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
             at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);

@@ -1,8 +1,9 @@
-"""attention_backward A/B between cubins at small's and gpt2's shapes: each cubin's launch alone, back to back (CUDA
-events, the tensor-core harness's Gpu.timer), rounds alternating the cubins; then how many dqkv cells differ from
-the first cubin's in their bits, the largest difference, and each cubin's largest error against float64 on two
-batches (the tests' reference; their tolerance is test_tensor_cores_gpu.TOL_ATTN_BWD relative to the largest value).
-The inputs (out, lse) are the first cubin's forward of the same qkv.
+"""attention_backward A/B between cubins at small's and gpt2's shapes (with each cubin's forward time first): each
+cubin's launch alone, back to back (CUDA events, the tensor-core harness's Gpu.timer), rounds alternating the cubins;
+then how many dqkv cells differ from the first cubin's in their bits, the largest difference, and each cubin's
+largest error against float64 on two batches (the tests' reference; their tolerance is
+test_tensor_cores_gpu.TOL_ATTN_BWD relative to the largest value). The inputs (out, lse) are the first cubin's
+forward of the same qkv.
     python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card, repository root)"""
 import sys
 from pathlib import Path
@@ -28,6 +29,13 @@ def main(paths: list[str]) -> None:
         first.sync()
         out, lse = first.get(p_out, np.float16, B * T * C), first.get(p_lse, np.float32, B * NH * T)
         first.free_all()
+        forwards = {}
+        for stem, gpu in gpus:  # the forward too, each cubin's own launch on the same qkv
+            fwd = gpu.prepare("attention_forward", {"out": gpu.alloc(B * T * C * 2), "lse": gpu.alloc(B * NH * T * 4),
+                                                    "qkv": gpu.put(qkv), "B": B, "T": T, "C": C, "NH": NH})
+            forwards[stem] = min(gpu.timer(fwd, reps=20) for _ in range(3)) * 1000
+            gpu.free_all()
+        print(f"{label} forward: " + "  ".join(f"{stem} {us:.1f} us" for stem, us in forwards.items()))
         runs = []
         for stem, gpu in gpus:
             args = {"dqkv": gpu.alloc(B * T * 3 * C * 2), "dout": gpu.put(dout), "qkv": gpu.put(qkv),

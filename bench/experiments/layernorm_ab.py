@@ -2,10 +2,11 @@
 layernorm_backward (and its partials' sum) at gpt2's, small's and tiny's shapes, each launch alone back to back
 (CUDA events, the tensor-core test harness's Gpu.timer), the variants alternating so that clock drift shows; every
 variant's outputs compared bit for bit with the first's. A variant is NAME=DIR: layernorm.cuh and the headers beside it in DIR, compiled alone by
-NVRTC for the card, launched with this tree's geometry (on sm_90 layernorm_backward's staged shared bytes, which a
-kernel without a staged path ignores).
+NVRTC for the card, launched with this tree's geometry (on sm_90 layernorm_backward's staged shared bytes for the
+variant's own ln::STAGES, which a kernel without a staged path ignores).
     python bench/experiments/layernorm_ab.py base=OLD_DIR new=coppelius/kernels/cuda
 (on an sm_90 card, from the repository root; COPPELIUS_TC_CUBIN=this tree's cubin saves the harness a compile)"""
+import re
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT)]
 import test_tensor_cores_gpu as tc  # noqa: E402
+from coppelius.formats import geometry  # noqa: E402
 from coppelius.formats.geometry import layernorm_backward_blocks  # noqa: E402
 from coppelius.realize import nvrtc  # noqa: E402
 
@@ -21,12 +23,14 @@ SHAPES = {"gpt2": (32768, 768), "small": (16384, 384), "tiny": (512, 64)}  # (N 
 KERNELS = ("residual_layernorm_forward", "layernorm_forward", "layernorm_backward", "layernorm_backward_weight")
 
 
-def build(gpu, path: str) -> dict:
-    """A variant's functions: DIR's layernorm.cuh compiled for the card."""
+def build(gpu, path: str) -> tuple[dict, int]:
+    """A variant's functions, DIR's layernorm.cuh compiled for the card, and its backward's staged batches (ln::STAGES),
+    which its launches' shared bytes follow."""
     headers = tuple((h.name, h.read_bytes()) for h in sorted(Path(path).glob("*.cuh")))
     cubin, _ = nvrtc._compile(gpu.arch, b'#include "layernorm.cuh"\n', headers)
     module = tc._ck(gpu.d.cuModuleLoadData(cubin))
-    return {k: tc._ck(gpu.d.cuModuleGetFunction(module, k.encode())) for k in KERNELS}
+    stages = int(re.search(r"constexpr int STAGES = (\d+);", (Path(path) / "layernorm.cuh").read_text()).group(1))
+    return {k: tc._ck(gpu.d.cuModuleGetFunction(module, k.encode())) for k in KERNELS}, stages
 
 
 def run_shape(gpu, variants: dict, N: int, C: int, rep: int, name: str, want: dict) -> None:
@@ -45,8 +49,9 @@ def run_shape(gpu, variants: dict, N: int, C: int, rep: int, name: str, want: di
             "layernorm_backward_weight": {"dweight": dweight, "dbias": dbias, "partials": partials, "N": N, "C": C}}
     bytes_moved = {"residual_layernorm_forward": 8 * N * C, "layernorm_forward": 4 * N * C,
                    "layernorm_backward": 8 * N * C, "layernorm_backward_weight": layernorm_backward_blocks(N) * 8 * C}
-    for vname, functions in variants.items():
+    for vname, (functions, stages) in variants.items():
         gpu.fn.update(functions)
+        geometry.LAYERNORM_STAGES = stages
         go = {k: gpu.prepare(k, a) for k, a in args.items()}
         # outputs: the residual forward's, the plain forward's, the backward's from dinp0 (its mean and rstd)
         go["residual_layernorm_forward"]()

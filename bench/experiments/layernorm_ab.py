@@ -1,9 +1,10 @@
 """The layernorm kernels, A/B between source trees: residual_layernorm_forward, layernorm_forward and
 layernorm_backward (and its partials' sum) at gpt2's, small's and tiny's shapes, each launch alone back to back
 (CUDA events, the tensor-core test harness's Gpu.timer), the variants alternating so that clock drift shows; every
-variant's outputs compared bit for bit with the first's. A variant is NAME=DIR: layernorm.cuh and the headers beside it in DIR, compiled alone by
-NVRTC for the card, launched with this tree's geometry (on sm_90 layernorm_backward's staged shared bytes for the
-variant's own ln::STAGES, which a kernel without a staged path ignores).
+variant's outputs compared bit for bit with the first's. A variant is NAME=DIR: layernorm.cuh and the headers
+beside it in DIR, compiled alone by NVRTC for the card, launched with this tree's geometry but the variant's own
+ln::STAGES (on sm_90 layernorm_backward's staged shared bytes, which a kernel without a staged path ignores) and
+ln::MAX_BLOCKS (its grid and partials' rows).
     python bench/experiments/layernorm_ab.py base=OLD_DIR new=coppelius/kernels/cuda
 (on an sm_90 card, from the repository root; COPPELIUS_TC_CUBIN=this tree's cubin saves the harness a compile)"""
 import re
@@ -23,14 +24,16 @@ SHAPES = {"gpt2": (32768, 768), "small": (16384, 384), "tiny": (512, 64)}  # (N 
 KERNELS = ("residual_layernorm_forward", "layernorm_forward", "layernorm_backward", "layernorm_backward_weight")
 
 
-def build(gpu, path: str) -> tuple[dict, int]:
-    """A variant's functions, DIR's layernorm.cuh compiled for the card, and its backward's staged batches (ln::STAGES),
-    which its launches' shared bytes follow."""
+def build(gpu, path: str) -> tuple[dict, dict]:
+    """A variant's functions, DIR's layernorm.cuh compiled for the card, and the geometry constants its launches follow:
+    its backward's staged batches (ln::STAGES: the shared bytes) and most blocks (ln::MAX_BLOCKS: the grid)."""
     headers = tuple((h.name, h.read_bytes()) for h in sorted(Path(path).glob("*.cuh")))
     cubin, _ = nvrtc._compile(gpu.arch, b'#include "layernorm.cuh"\n', headers)
     module = tc._ck(gpu.d.cuModuleLoadData(cubin))
-    stages = int(re.search(r"constexpr int STAGES = (\d+);", (Path(path) / "layernorm.cuh").read_text()).group(1))
-    return {k: tc._ck(gpu.d.cuModuleGetFunction(module, k.encode())) for k in KERNELS}, stages
+    text = (Path(path) / "layernorm.cuh").read_text()
+    constants = {f"LAYERNORM_{name}": int(re.search(rf"constexpr int {name} = (\d+);", text).group(1))
+                 for name in ("STAGES", "MAX_BLOCKS")}
+    return {k: tc._ck(gpu.d.cuModuleGetFunction(module, k.encode())) for k in KERNELS}, constants
 
 
 def run_shape(gpu, variants: dict, N: int, C: int, rep: int, name: str, want: dict) -> None:
@@ -39,7 +42,7 @@ def run_shape(gpu, variants: dict, N: int, C: int, rep: int, name: str, want: di
     inp1, inp2, weight, bias, dout, dinp0 = h(N, C), h(N, C), h(C), h(C), h(N, C), h(N, C)
     residual, out, dinp = gpu.alloc(N * C * 2), gpu.alloc(N * C * 2), gpu.alloc(N * C * 2)
     mean, rstd = gpu.alloc(N * 4), gpu.alloc(N * 4)
-    partials, dweight, dbias = gpu.alloc(1024 * 2 * C * 4), gpu.alloc(C * 2), gpu.alloc(C * 2)
+    partials, dweight, dbias = gpu.alloc(N * 2 * C * 4), gpu.alloc(C * 2), gpu.alloc(C * 2)  # (up to a block a row)
     args = {"residual_layernorm_forward": {"residual": residual, "out": out, "mean": mean, "rstd": rstd,
                                            "inp1": inp1, "inp2": inp2, "weight": weight, "bias": bias, "N": N, "C": C},
             "layernorm_forward": {"out": out, "mean": mean, "rstd": rstd, "inp": inp1, "weight": weight,
@@ -49,9 +52,11 @@ def run_shape(gpu, variants: dict, N: int, C: int, rep: int, name: str, want: di
             "layernorm_backward_weight": {"dweight": dweight, "dbias": dbias, "partials": partials, "N": N, "C": C}}
     bytes_moved = {"residual_layernorm_forward": 8 * N * C, "layernorm_forward": 4 * N * C,
                    "layernorm_backward": 8 * N * C, "layernorm_backward_weight": layernorm_backward_blocks(N) * 8 * C}
-    for vname, (functions, stages) in variants.items():
+    for vname, (functions, constants) in variants.items():
         gpu.fn.update(functions)
-        geometry.LAYERNORM_STAGES = stages
+        for constant, value in constants.items():
+            setattr(geometry, constant, value)
+        bytes_moved["layernorm_backward_weight"] = layernorm_backward_blocks(N) * 8 * C
         go = {k: gpu.prepare(k, a) for k, a in args.items()}
         # outputs: the residual forward's, the plain forward's, the backward's from dinp0 (its mean and rstd)
         go["residual_layernorm_forward"]()

@@ -1,4 +1,5 @@
-"""Cubins of this tree's kernels with one constant changed, for the A/B scripts (sm_90 unless ARCH is set):
+"""Cubins of this tree's kernels (or those under SOURCES, e.g. a patched worktree's coppelius/kernels/cuda) with one
+constant changed, for the A/B scripts (sm_90 unless ARCH is set):
     python bench/experiments/build_variants.py OUTDIR FILE NAME VALUE [VALUE ...]
 writes OUTDIR/NAME-VALUE.cubin for each VALUE, the line `constexpr int NAME = ...;` of coppelius/kernels/cuda/FILE
 rewritten (exactly one such line must exist)."""
@@ -16,13 +17,14 @@ from coppelius.realize.nvrtc import SOURCES, compile_cubin  # noqa: E402
 
 def main(out: str, file: str, name: str, values: list[str]) -> None:
     pattern = re.compile(rf"(constexpr int {re.escape(name)} = )[^;]+;")
-    text = (SOURCES / file).read_text()
+    sources = Path(os.environ.get("SOURCES", SOURCES))
+    text = (sources / file).read_text()
     if len(pattern.findall(text)) != 1:
         raise SystemExit(f"{file}: expected one `constexpr int {name} = ...;` line")
     Path(out).mkdir(parents=True, exist_ok=True)
     for value in values:
         with tempfile.TemporaryDirectory() as tmp:
-            shutil.copytree(SOURCES, tmp, dirs_exist_ok=True)
+            shutil.copytree(sources, tmp, dirs_exist_ok=True)
             (Path(tmp) / file).write_text(pattern.sub(rf"\g<1>{value};", text))
             cubin, _ = compile_cubin(os.environ.get("ARCH", "sm_90"), Path(tmp), cached=False)
         (Path(out) / f"{name}-{value}.cubin").write_bytes(cubin)

@@ -3,9 +3,10 @@ qkv), M = 16384 and 32768 rows (9 and 18 128x256 tiles a block) and K = 256 .. 3
 to back (CUDA events, the tensor-core test harness's Gpu.timer); then, per cubin, the least-squares fit of the time
 to a + b (k-tiles a block) + c (tiles a block): b is the main loop's cost a k-tile, c the rest of a tile's (its bias
 prologue, the drain of its last products, its epilogue, the pipeline's refill). Cubins built with
-matmul_tile_ablation.patch applied (HOP_ABLATE 1: no epilogue, 2: no bias; timings only, the outputs are garbage)
+matmul_tile_ablation.patch applied to 9484110, the tree it was measured on (HOP_ABLATE 1: no epilogue, 2: no bias,
+4: the staging but no finishers, 8: the finishers without their global stores; timings only, the outputs are garbage)
 tell the parts of c apart:
-    git worktree add /tmp/abl HEAD && git -C /tmp/abl apply $PWD/bench/experiments/matmul_tile_ablation.patch
+    git worktree add /tmp/abl 9484110 && git -C /tmp/abl apply $PWD/bench/experiments/matmul_tile_ablation.patch
     SOURCES=/tmp/abl/coppelius/kernels/cuda python bench/experiments/build_variants.py OUT matmul_hopper.cuh \
         HOP_ABLATE 0 1 2 3
     python bench/experiments/matmul_tile_cost.py main.cubin OUT/HOP_ABLATE-1.cubin ...   (sm_90 card)"""

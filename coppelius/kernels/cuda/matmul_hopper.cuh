@@ -16,9 +16,10 @@
 //     read it are done.
 // mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
 // next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
-// results are rounded into shared staging rows that the producer warpgroup's idle warps store (through their gelu for
-// matmul_forward_gelu, matmul_backward_input_gelu) under the next tile's products (the TMA unit's bulk copies where
-// the operands' loads are element-wise and keep every producer warp busy).
+// results are rounded into shared staging that leaves under the next tile's products: a plain output's by the TMA
+// unit's tensor stores (hop_store_boxes), the gelus' and the lm head statistics' by the producer warpgroup's idle
+// warps (hop_finish_store), and where the operands' loads are element-wise (every producer warp busy) by the TMA
+// unit's row copies.
 // mm_hopper_pingpong (plain forwards and input gradients whose columns leave a 128x256 tile a fifth empty): each
 // consumer a whole 128x128 tile, the two in turn, one's epilogue under the other's products.
 // mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
@@ -67,12 +68,13 @@ __device__ __forceinline__ void mbar_arrive_cp_async(unsigned long long* bar) {
 // of shared memory (every field a 2-D tile map has), then one warp's fenced copy into its SM's slot here. So a
 // launch's parameter block stays the catalog's pointers and sizes, and the maps follow the arena wherever it lies.
 // One slot an SM (%smid): a block holds more than half an SM's shared memory, so no two blocks share an SM, and the
-// TMA copies of a block are all complete before it ends.
+// TMA copies of a block are all complete before it ends. A slot holds the operands' two maps and each consumer's map of
+// the output (mm_hopper's tensor stores).
 struct __align__(128) HopMap {
     unsigned long long bytes[16];
 };
 constexpr int HOP_MAP_SLOTS = 256;  // more than any card's SM ids
-__device__ HopMap hop_maps[HOP_MAP_SLOTS][2];
+__device__ HopMap hop_maps[HOP_MAP_SLOTS][4];
 
 __device__ __forceinline__ unsigned sm_id() {
     unsigned id;
@@ -127,6 +129,13 @@ __device__ __forceinline__ void tma_load(void* dst, const HopMap* map, int x, in
         " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_u32(dst)),
         "l"(map), "r"(x), "r"(y), "r"(smem_u32(bar))
         : "memory");
+}
+// One box of a map at element coordinates (x, y) from shared src (in the map's swizzle) to global memory, in the
+// issuing thread's bulk group; the TMA unit writes only the box's part inside the matrix.
+__device__ __forceinline__ void tma_store(const HopMap* map, const void* src, int x, int y) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(x),
+                 "r"(y), "r"(smem_u32(src))
+                 : "memory");
 }
 // The executing thread arrives on bar and adds `bytes` to the transfers its phase waits for.
 __device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
@@ -185,6 +194,22 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
                                       EPI == MM_GELU_BACKWARD ? mm_aux_pair(aux, (size_t)r * ld + col, col, Nn, pair_ok)
                                                               : __half2{});
         }
+}
+
+// MM_PLAIN's output through the TMA unit (mm_hopper's tensor stores): a consumer's rounded results (hop_store's
+// roundings) into its staging as four 64 x 64 boxes of the 128-byte swizzle, 8 KiB each: element (r, c) of its
+// 64 x 256 at box c / 64, row r, 16-byte chunk (c % 64) / 8 XOR r % 8, which the eight rows of an 8x8 matrix write in
+// eight bank groups.
+__device__ __forceinline__ void hop_store_boxes(__half* stg, const float (&acc)[32][4], int row) {
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    const int r = row - (lane >> 2) + (mat & 1) * 8 + (lane & 7);  // the row of matrix `mat` this lane addresses
+#pragma unroll
+    for (int f = 0; f < 32; f += 2) {
+        const int chunk = f + (mat >> 1);  // its 8 columns, of the 32 chunks of 256
+        __half* p = stg + (chunk >> 3) * 64 * 64 + r * 64 + ((chunk & 7) ^ (r & 7)) * 8;
+        stmatrix_x4(p, pack_half2(acc[f][0], acc[f][1]), pack_half2(acc[f][2], acc[f][3]),
+                    pack_half2(acc[f + 1][0], acc[f + 1][1]), pack_half2(acc[f + 1][2], acc[f + 1][3]));
+    }
 }
 
 // The shared memory of a block: STAGES stages of A (128 x 64) and B (256 x 64) tiles, then the consumers' output
@@ -726,8 +751,16 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb);
         return;
     }
-    // the finishers are the producer's warps 1-3, idle only when its copies are the TMA unit's
-    const bool finished = vec && vec_out;
+    // MM_PLAIN with the TMA unit's loads and 16-byte output rows: each consumer's staged tile leaves by TMA tensor
+    // stores, four boxes a tile, issued by one thread. Why: the finishers' 16-byte stores cost the products ~0.9 us a
+    // tile at any K (bench/experiments/matmul_tile_cost.py, H200, 2026-12-04: 1730 ns a tile against 812 with their
+    // shared loads and barriers but not their stores); the tensor stores win back a little of it (gpt2's qkv
+    // 0.186 -> 0.183 ms, its attn proj 0.067 -> 0.066, small's qkv 36.0 -> 35.4-36.0 us; the same bits;
+    // bench/results/matmul_tensor_store-2026-12-04.txt).
+    const bool tensor_store = EPI == MM_PLAIN && vec && vec_out;
+    // the finishers are the producer's warps 1-3, idle only when its copies are the TMA unit's; the gelu and the
+    // statistics epilogues take them
+    const bool finished = vec && vec_out && !tensor_store;
     hop_init_barriers(m, vec);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
@@ -772,6 +805,17 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
 
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
     const bool pair_ok = mm_pairs_ok<EPI>(out, aux, Nn);
+    // The consumer's map of the output, 64 x 64 boxes, encoded by its warp 0 (its staging, unused yet, the scratch)
+    // and used by its thread 0, which issues the stores.
+    const HopMap* out_map = &hop_maps[sm_id() % HOP_MAP_SLOTS][2 + c];
+    if (tensor_store) {
+        if (warp == 0) {
+            hop_encode_map(const_cast<HopMap*>(out_map),
+                           reinterpret_cast<HopMap*>(m.staging + c * 64 * MM_HOP_OUT_LD), out, Nn, M, Nn, 64, 64);
+            if (lane == 0) hop_acquire_map(out_map);
+        }
+        consumer_sync(c);  // the scratch is free before any warp stages a tile there
+    }
     // The sums start from bias[n] (else 0). A tile's 256 values are read from global memory by consumer 0 under the
     // previous tile's products (thread t the pair 2t, 2t + 1, held in one register) and put in shared memory after
     // them, in the buffer of the tile's slot parity, so that no tile waits for their loads.
@@ -814,9 +858,25 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             }
             continue;
         }
-        // 16-byte rows: staged in shared memory, then stored by the finishers (or copied out by the TMA unit) while
-        // the next tile's products run
+        // 16-byte rows: staged in shared memory, then stored by the TMA unit's tensor stores or the finishers (or
+        // copied out a row at a time by the TMA unit) while the next tile's products run
         __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
+        if (tensor_store) {
+            if (s > 0) {  // this consumer's previous tile's stores have read its staging
+                if (ctid == 0) bulk_wait_read();
+                consumer_sync(c);
+            }
+            hop_store_boxes(stg, acc, row);
+            fence_proxy_async();  // the staging writes, ordered before the TMA unit's reads
+            consumer_sync(c);
+            if (ctid == 0) {
+#pragma unroll
+                for (int b = 0; b < 4; ++b)
+                    if (n0 + b * 64 < Nn) tma_store(out_map, stg + b * 64 * 64, n0 + b * 64, m0);
+                bulk_commit();
+            }
+            continue;
+        }
         if (finished) {
             if (s > 0) named_sync(6 + c);  // the finishers are done with the previous tile's rows
             if constexpr (EPI == MM_STATS)  // (no bias: its shared memory holds the statistics' rowmax, partial)

@@ -50,13 +50,13 @@ def run_shape(gpu, variants: dict, N: int, C: int, rep: int, name: str, want: di
             "layernorm_backward": {"dinp": dinp, "partials": partials, "dout": dout, "inp": inp1, "weight": weight,
                                    "mean": mean, "rstd": rstd, "N": N, "C": C},
             "layernorm_backward_weight": {"dweight": dweight, "dbias": dbias, "partials": partials, "N": N, "C": C}}
-    bytes_moved = {"residual_layernorm_forward": 8 * N * C, "layernorm_forward": 4 * N * C,
-                   "layernorm_backward": 8 * N * C, "layernorm_backward_weight": layernorm_backward_blocks(N) * 8 * C}
     for vname, (functions, constants) in variants.items():
         gpu.fn.update(functions)
         for constant, value in constants.items():
             setattr(geometry, constant, value)
-        bytes_moved["layernorm_backward_weight"] = layernorm_backward_blocks(N) * 8 * C
+        bytes_moved = {"residual_layernorm_forward": 8 * N * C, "layernorm_forward": 4 * N * C,
+                       "layernorm_backward": 8 * N * C,
+                       "layernorm_backward_weight": layernorm_backward_blocks(N) * 8 * C}
         go = {k: gpu.prepare(k, a) for k, a in args.items()}
         # outputs: the residual forward's, the plain forward's, the backward's from dinp0 (its mean and rstd)
         go["residual_layernorm_forward"]()

@@ -494,9 +494,9 @@ __device__ __forceinline__ void hop_finish_sums(const MmStats& st, const float* 
 }
 
 // The finishers store a consumer's staged tile (its rounded products, rows from m0, columns from n0): the producer
-// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: the rows to out (with
-// GELU their gelu's slopes to out and values to aux), 16 bytes a lane, a warp a row a step, a batch of steps' shared
-// loads before their stores.
+// warpgroup's warps 1-3, which TMA leaves idle, while the consumers multiply their next tile: with GELU their gelu's
+// slopes to out and values to aux (the statistics' rows to out), 16 bytes a lane, a warp a row a step, a batch of
+// steps' shared loads before their stores. (A plain output leaves by TMA tensor stores, mm_hopper.)
 // Why not the TMA unit's bulk copies (64 a consumer's tile, a row each): queued beside the next k-tiles' loads they
 // cost the products 14% at gpt2's fc (0.264 ms against 0.226 with no stores; the finishers' stores of both outputs
 // 0.271, H200, 2026-12-02).
@@ -760,7 +760,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const bool tensor_store = EPI == MM_PLAIN && vec && vec_out;
     // the finishers are the producer's warps 1-3, idle only when its copies are the TMA unit's; the gelu and the
     // statistics epilogues take them
-    const bool finished = vec && vec_out && !tensor_store;
+    const bool finished = EPI != MM_PLAIN && vec && vec_out;
     hop_init_barriers(m, vec);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
@@ -807,11 +807,11 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const bool pair_ok = mm_pairs_ok<EPI>(out, aux, Nn);
     // The consumer's map of the output, 64 x 64 boxes, encoded by its warp 0 (its staging, unused yet, the scratch)
     // and used by its thread 0, which issues the stores.
-    const HopMap* out_map = &hop_maps[sm_id() % HOP_MAP_SLOTS][2 + c];
+    HopMap* out_map = &hop_maps[sm_id() % HOP_MAP_SLOTS][2 + c];
     if (tensor_store) {
         if (warp == 0) {
-            hop_encode_map(const_cast<HopMap*>(out_map),
-                           reinterpret_cast<HopMap*>(m.staging + c * 64 * MM_HOP_OUT_LD), out, Nn, M, Nn, 64, 64);
+            hop_encode_map(out_map, reinterpret_cast<HopMap*>(m.staging + c * 64 * MM_HOP_OUT_LD), out, Nn, M, Nn, 64,
+                           64);
             if (lane == 0) hop_acquire_map(out_map);
         }
         consumer_sync(c);  // the scratch is free before any warp stages a tile there

@@ -817,15 +817,23 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         consumer_sync(c);  // the scratch is free before any warp stages a tile there
     }
     // The sums start from bias[n] (else 0). A tile's 256 values are read from global memory by consumer 0 under the
-    // previous tile's products (thread t the pair 2t, 2t + 1, held in one register) and put in shared memory after
-    // them, in the buffer of the tile's slot parity, so that no tile waits for their loads.
-    auto bias_pair = [&](int slot) -> unsigned {
+    // previous tile's products (thread t the pair 2t, 2t + 1, as fp16 bits, zeros past Nn) and put in shared memory
+    // after them, in the buffer of the tile's slot parity, so that no tile waits for their loads. The bits are joined
+    // only after the products: joined before them (as fp16 -> fp32 -> fp16 pairs, the same bits), consumer 0 waited
+    // out the loads' latency before its first wgmma, ~0.4 us a tile (bench/experiments/matmul_tile_trace.py, H200,
+    // 2026-12-04: its bias phase 0.7-1.1 us against consumer 1's 0.4-0.7).
+    struct BiasBits {
+        unsigned short lo, hi;
+    };
+    auto bias_bits = [&](int slot) -> BiasBits {
         int tm, tn;
         mm_tile_of((int)blockIdx.x + slot * (int)gridDim.x, tilesM, tilesN, tm, tn);
         const int col = tn * BN + 2 * ctid;
-        return pack_half2(col < Nn ? __half2float(bias[col]) : 0.f, col + 1 < Nn ? __half2float(bias[col + 1]) : 0.f);
+        return {col < Nn ? __half_as_ushort(bias[col]) : (unsigned short)0,
+                col + 1 < Nn ? __half_as_ushort(bias[col + 1]) : (unsigned short)0};
     };
-    if (bias != nullptr && c == 0) m.bias[ctid] = bias_pair(0);
+    auto joined = [](BiasBits b) { return (unsigned)b.lo | (unsigned)b.hi << 16; };
+    if (bias != nullptr && c == 0) m.bias[ctid] = joined(bias_bits(0));
     int g = 0;
     for (int s = 0; s < slots; ++s) {
         int tm, tn;
@@ -845,9 +853,9 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
             for (int f = 0; f < 32; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
         }
         const bool prefetch = bias != nullptr && c == 0 && s + 1 < slots;
-        const unsigned next_bias = prefetch ? bias_pair(s + 1) : 0u;
+        const BiasBits next_bias = prefetch ? bias_bits(s + 1) : BiasBits{0, 0};
         hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, unused_bias_sum, g);
-        if (prefetch) m.bias[((s + 1) & 1) * 128 + ctid] = next_bias;
+        if (prefetch) m.bias[((s + 1) & 1) * 128 + ctid] = joined(next_bias);
 
         const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out || (EPI != MM_PLAIN && !finished)) {

@@ -2,9 +2,10 @@
 where hop_pingpong_pays) and one with matmul_pingpong.patch applied to e3e51fe (ping-pong at every K <= 1024; `git
 worktree add /tmp/p e3e51fe && git -C /tmp/p apply $PWD/bench/experiments/matmul_pingpong.patch`), each a cubin
 built from its tree (docs/notes/gpu-speed.md, eighteenth session); the weight gradients' 192-column tiles
-(twenty-sixth session) against 256-column ones. Each launch alone back to back (CUDA events, the
-tensor-core test harness's Gpu.timer) at gpt2's and small's shapes with the launches' own geometry (the same in
-every build), the builds alternating; then whether the builds' outputs have the same bits on the same operands.
+(twenty-sixth session) against 256-column ones; the consumers staggered (thirtieth session). Each launch alone back
+to back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's shapes with the launches' own
+geometry (the same in every build), the builds alternating; then whether the builds' outputs have the same bits on
+the same operands.
     python bench/experiments/matmul_forward_ab.py main.cubin tree.cubin   (sm_90 card, root)"""
 import sys
 from pathlib import Path
@@ -31,7 +32,12 @@ SHAPES = [("matmul_forward", "gpt2 qkv", (32768, 768, 2304)), ("matmul_forward",
           ("matmul_backward_weight", "small fc proj dw", (16384, 1536, 384)),
           ("matmul_backward_weight", "small lm head dw", (16384, 384, 256)),
           ("matmul_backward_weight", "gpt2 qkv dw", (32768, 768, 2304)),
-          ("matmul_backward_weight", "gpt2 attn proj dw", (32768, 768, 768))]
+          ("matmul_backward_weight", "gpt2 attn proj dw", (32768, 768, 768)),
+          ("matmul_forward_gelu", "small fc gelu", (16384, 384, 1536)),
+          ("matmul_forward_gelu", "gpt2 fc gelu", (32768, 768, 3072)),
+          ("matmul_backward_input_gelu", "small fc proj dinp gelu", (16384, 1536, 384)),
+          ("matmul_backward_input_gelu", "gpt2 fc proj dinp gelu", (32768, 3072, 768)),
+          ("matmul_backward_input", "gpt2 fc dinp", (32768, 768, 3072))]
 
 
 def arguments(gpu, kernel: str, label: str, operands: dict, N: int, C: int, OC: int) -> tuple[dict, dict]:
@@ -40,6 +46,13 @@ def arguments(gpu, kernel: str, label: str, operands: dict, N: int, C: int, OC: 
         bias = None if "lm head" in label else gpu.put(operands["bias"])
         return ({"out": gpu.alloc(N * OC * 2), "inp": gpu.put(operands["x"]), "weight": gpu.put(operands["w"]),
                  "bias": bias, "N": N, "C": C, "OC": OC}, {"out": N * OC})
+    if kernel == "matmul_forward_gelu":
+        return ({"slope": gpu.alloc(N * OC * 2), "out_gelu": gpu.alloc(N * OC * 2), "inp": gpu.put(operands["x"]),
+                 "weight": gpu.put(operands["w"]), "bias": gpu.put(operands["bias"]), "N": N, "C": C, "OC": OC},
+                {"slope": N * OC, "out_gelu": N * OC})
+    if kernel == "matmul_backward_input_gelu":
+        return ({"dinp": gpu.alloc(N * C * 2), "dout": gpu.put(operands["g"]), "weight": gpu.put(operands["w"]),
+                 "slope": gpu.put(operands["x"]), "N": N, "C": C, "OC": OC}, {"dinp": N * C})
     if kernel == "matmul_backward_weight":
         return ({"dweight": gpu.alloc(OC * C * 2), "dbias": gpu.alloc(OC * 2), "dout": gpu.put(operands["g"]),
                  "inp": gpu.put(operands["x"]), "N": N, "C": C, "OC": OC, "accumulate": 0},

@@ -13,7 +13,10 @@
 //     threads (matmul.cuh's element-wise loads), each arriving on `full`;
 //   warpgroups 1 and 2, the consumers, multiply each tile together, 64 rows each on m64n256k16 (the widest wgmma:
 //     its A read once for 256 columns), waiting on `full`, releasing a stage on `empty` once the products that
-//     read it are done.
+//     read it are done. A stage returns to the producer only when both have released it, so the two run in
+//     lockstep: a tile's bias and epilogue leave the tensor cores idle (~16% of a K = 768 tile, ~26% at K = 384),
+//     and a staggered start does not last past the first tile (bench/experiments/matmul_stagger.patch, H200,
+//     2026-12-04).
 // mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
 // next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
 // results are rounded into shared staging that leaves under the next tile's products: a plain output's by the TMA

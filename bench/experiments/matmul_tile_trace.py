@@ -1,10 +1,14 @@
 """Where a persistent sm_90a matmul tile's time goes, from clock64 stamps (matmul_tile_trace.patch, applied to
-c53bb7a's kernels: every block's producer and consumers stamp each tile's phases into the module global hop_trace):
-    git worktree add /tmp/t c53bb7a && git -C /tmp/t apply $PWD/bench/experiments/matmul_tile_trace.patch
+1bb5e89's kernels: every block's producer and consumers stamp each tile's phases into the module global hop_trace):
+    git worktree add /tmp/t 1bb5e89 && git -C /tmp/t apply $PWD/bench/experiments/matmul_tile_trace.patch
     (build /tmp/t's cubin with coppelius.realize.nvrtc.compile_cubin('sm_90', Path('/tmp/t/coppelius/kernels/cuda')))
-    python bench/experiments/matmul_tile_trace.py trace.cubin [another.cubin ...]     (sm_90 card)
-matmul_stagger.patch is the same stamps on a build whose consumer 1 starts two k-tiles after consumer 0 (its
-per-consumer bias copies take 1 KiB more shared memory: run it with geometry.HOPPER_SHARED raised to match).
+    python bench/experiments/matmul_tile_trace.py [--plain] trace.cubin [another.cubin ...]     (sm_90 card)
+--plain: only the plain (MM_PLAIN) launches. The stamps of 2026-12-04 were taken with the same patch on c53bb7a
+(before the bias bits of 4d5313e). Two more builds, each the stamps and one change, applying to c53bb7a and 1bb5e89:
+matmul_stagger.patch (c53bb7a): consumer 1 starts two k-tiles after consumer 0 (its per-consumer bias copies take
+1 KiB more shared memory: run it with geometry.HOPPER_SHARED raised to match); matmul_solo.patch (1bb5e89, not run
+yet): consumer 1 leaves at once, so consumer 0's k-tile is one warpgroup's rate alone (run it with --plain: the
+gelu finishers would wait for consumer 1).
 For each shape, one launch after warm-up: per consumer and tile, the medians over blocks (us at the SM clock, its
 rate from the producer's %globaltimer stamps beside its clock64 ones) of the wait for the tile's bias (both consumers
 meet: consumers_sync), its products (hop_consume: every k-tile's wgmmas issued and waited on), its epilogue (staging,
@@ -31,12 +35,12 @@ def trace(gpu) -> np.ndarray:
     return gpu.get(int(ptr), np.int64, size // 8).reshape(256, 3, TILES, 4)
 
 
-def main(path: str) -> None:
+def main(path: str, plain: bool = False) -> None:
     print(f"== {path}")
     gpu = tc.Gpu(Path(path).read_bytes())
     ptr, size = tc._ck(gpu.d.cuModuleGetGlobal(gpu.module, b"hop_trace"))
     for kernel, label, (N, C, OC) in ab.SHAPES:
-        if label not in LABELS:
+        if label not in LABELS or (plain and kernel != "matmul_forward"):
             continue
         rng = np.random.default_rng(0)
         operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC),
@@ -77,7 +81,8 @@ def main(path: str) -> None:
                             + (f" to next {np.median(nxt):5.2f}" if nxt else ""))
             print(f" consumer {role - 1}:")
             print("\n".join(rows))
-        lead = [t[b, 2, s, 2] - t[b, 1, s, 2] for b in range(blocks) for s in range(TILES) if t[b, 1, s, 2] > 0]
+        lead = [t[b, 2, s, 2] - t[b, 1, s, 2] for b in range(blocks) for s in range(TILES)
+                if t[b, 1, s, 2] > 0 and t[b, 2, s, 2] > 0] or [np.nan]
         span = [t[b, 1:, :, 3].max() - t[b, 0, 0, 0] for b in range(blocks) if t[b, 0, 0, 0] > 0]
         prod = [t[b, 0, s, 1] - t[b, 0, s, 0] for b in range(blocks) for s in range(1, TILES) if t[b, 0, s, 1] > 0]
         print(f" consumer 1's products end minus consumer 0's, every tile: median {np.median(lead):.2f} us;"
@@ -87,5 +92,6 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    for cubin in sys.argv[1:]:
-        main(cubin)
+    plain = "--plain" in sys.argv[1:]
+    for cubin in [a for a in sys.argv[1:] if a != "--plain"]:
+        main(cubin, plain)

@@ -107,9 +107,10 @@ class Gpu:
     def sync(self) -> None:
         _ck(self.d.cuCtxSynchronize())
 
-    def prepare(self, kernel: str, args: dict):
+    def prepare(self, kernel: str, args: dict, stream=0):
         """A function that launches kernel with args (pointer parameters as device addresses, None for
-        null; scalars as numbers): the parameter block packed once, as the catalog's param_layout says."""
+        null; scalars as numbers) on `stream` (the default stream unless given): the parameter block packed once,
+        as the catalog's param_layout says."""
         scalars = {n: args[n] for n, kind in KERNELS[kernel] if kind not in PTR_KINDS}
         grid, block, shared = geometry(kernel, scalars, self.arch)
         cluster = cluster_size(kernel, scalars, self.arch)
@@ -126,14 +127,14 @@ class Gpu:
         # larger CU_LAUNCH_PARAM_BUFFER_SIZE than the kernel's own is refused (LAUNCH_OUT_OF_RESOURCES)
         nbytes = ctypes.c_size_t(max(off + (8 if kind in PTR_KINDS else 4) for _, kind, off in layout))
         extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(nbytes), 0)
-        fn, launch_args = self.fn[kernel], (*grid, *block, shared, 0, None, ctypes.addressof(extra))
+        fn, launch_args = self.fn[kernel], (*grid, *block, shared, stream, None, ctypes.addressof(extra))
         if shared > 48 * 1024:  # above 48 KiB of dynamic shared memory a function takes it only when opted in
             _ck(self.d.cuFuncSetAttribute(fn, self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           shared))
         keep = (blob, buf, nbytes, extra)
         if cluster > 1:  # the kernel reads its split of K from its cluster's size
             allow_cluster(fn, cluster)
-            return lambda: _ck(launch_in_clusters(fn, grid, block, shared, 0, cluster, ctypes.addressof(keep[3])))
+            return lambda: _ck(launch_in_clusters(fn, grid, block, shared, stream, cluster, ctypes.addressof(keep[3])))
 
         def go():
             assert keep

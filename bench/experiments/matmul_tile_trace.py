@@ -30,11 +30,6 @@ LABELS = ["small qkv", "small fc gelu", "small qkv dinp (K 1152)", "gpt2 qkv", "
 TILES = 16  # matmul_tile_trace.patch: HOP_TRACE_TILES
 
 
-def trace(gpu) -> np.ndarray:
-    ptr, size = tc._ck(gpu.d.cuModuleGetGlobal(gpu.module, b"hop_trace"))
-    return gpu.get(int(ptr), np.int64, size // 8).reshape(256, 3, TILES, 4)
-
-
 def main(path: str, plain: bool = False) -> None:
     print(f"== {path}")
     gpu = tc.Gpu(Path(path).read_bytes())
@@ -51,10 +46,11 @@ def main(path: str, plain: bool = False) -> None:
         tc._ck(gpu.d.cuMemsetD8(int(ptr), 0, size))
         go()
         gpu.sync()
-        raw = trace(gpu).astype(np.float64)
-        last = [max(s for s in range(TILES) if raw[b, 0, s, 1] > 0) for b in range(132) if raw[b, 0, 0, 1] > 0]
+        raw = gpu.get(int(ptr), np.int64, size // 8).reshape(256, 3, TILES, 4).astype(np.float64)
+        blocks = int((raw[:, 0, 0, 1] > 0).sum())  # the blocks with a tile (each one's producer stamps it)
+        last = [max(s for s in range(TILES) if raw[b, 0, s, 1] > 0) for b in range(blocks)]
         mhz = np.median([(raw[b, 0, s, 1] - raw[b, 0, 0, 0]) / (raw[b, 0, s, 3] - raw[b, 0, 0, 2]) * 1000
-                         for b, s in zip(range(132), last) if raw[b, 0, s, 3] > raw[b, 0, 0, 2]] or [np.nan])
+                         for b, s in zip(range(blocks), last) if raw[b, 0, s, 3] > raw[b, 0, 0, 2]] or [np.nan])
         t = raw / mhz  # us (the producer's stamps 2, 3 are ns, not used below)
         if not np.isfinite(mhz) or not (t[:, 1:, 0, 3] > 0).any():
             print(f"{label} ({kernel}): {ms * 1000:.1f} us a launch; no stamps (the ping-pong path)", flush=True)
@@ -62,7 +58,6 @@ def main(path: str, plain: bool = False) -> None:
             continue
         M, Nn, K = (N, OC, C) if kernel.startswith("matmul_forward") else (N, C, OC)
         tiles = -(-M // 128) * -(-Nn // 256)
-        blocks = min(132, tiles)
         KT = -(-K // 64)
         print(f"{label} ({kernel}, M {M} Nn {Nn} K {K}: {tiles} tiles, {KT} k-tiles each): {ms * 1000:.1f} us a launch;"
               f" SM clock {mhz:.0f} MHz")

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests" / "gpu")]
+sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT / "bench" / "experiments")]
 import test_tensor_cores_gpu as tc  # noqa: E402
+import matmul_forward_ab as ab  # noqa: E402
 
 
 # small's qkv and fc (K 384) and fc proj (K 1536), gpt2's qkv, fc proj (K 3072) and fc: (kernel, (N, C, OC))
@@ -27,11 +28,8 @@ FORWARDS = [("matmul_forward", (16384, 384, 1152)), ("matmul_forward_gelu", (163
 def launch_forwards(gpu, rng, shapes, timed: bool = False) -> None:
     """One launch of each (kernel, (N, C, OC)) on fresh operands; timed: each also timed alone, printed."""
     for kernel, (N, C, OC) in shapes:
-        args = {"out": gpu.alloc(N * OC * 2), "inp": gpu.put(tc.h16_timing(rng, N, C)),
-                "weight": gpu.put(tc.h16_timing(rng, OC, C)), "bias": gpu.put(tc.h16_timing(rng, OC)),
-                "N": N, "C": C, "OC": OC}
-        if kernel == "matmul_forward_gelu":  # (its outputs: gelu's slope and value)
-            args["slope"], args["out_gelu"] = args.pop("out"), gpu.alloc(N * OC * 2)
+        operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC)}
+        args, _ = ab.arguments(gpu, kernel, kernel, operands, N, C, OC)  # (every one with its bias)
         go = gpu.prepare(kernel, args)
         go()
         gpu.sync()

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests" / "gpu")]
+sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT / "bench" / "experiments")]
 import test_tensor_cores_gpu as tc  # noqa: E402
-from coppelius.formats.geometry import cluster_size, geometry  # noqa: E402
+import matmul_forward_ab as ab  # noqa: E402
+from coppelius.formats.geometry import cluster_size, geometry, grid_blocks  # noqa: E402
 
 REPS = 30
 # (label, (N, C, OC), the input gradient's kernel): dweight [OC][C] = dout [N][OC]^T inp [N][C]; dinp [N][C] =
@@ -29,11 +30,6 @@ PAIRS = [("small qkv", (16384, 384, 1152), "matmul_backward_input"),
          ("gpt2 attn proj", (32768, 768, 768), "matmul_backward_input"),
          ("gpt2 fc", (32768, 768, 3072), "matmul_backward_input"),
          ("gpt2 fc proj", (32768, 3072, 768), "matmul_backward_input_gelu")]
-
-
-def blocks(kernel: str, scalars: dict, arch: str) -> int:
-    grid = geometry(kernel, scalars, arch)[0]
-    return grid[0] * grid[1] * grid[2]
 
 
 def timed(gpu, streams, launches) -> float:
@@ -72,13 +68,10 @@ def main(cubin: str | None) -> None:
     print(f"{gpu.name}, {sms} SMs; ms a launch or a pair, the median of {REPS}")
     for label, (N, C, OC), input_kernel in PAIRS:
         rng = np.random.default_rng(0)
-        g, x, w = tc.h16_timing(rng, N, OC), tc.h16_timing(rng, N, C), tc.h16_timing(rng, OC, C)
-        dout = gpu.put(g)
-        wargs = {"dweight": gpu.alloc(OC * C * 2), "dbias": gpu.alloc(OC * 2), "dout": dout, "inp": gpu.put(x),
-                 "N": N, "C": C, "OC": OC, "accumulate": 0}
-        xargs = {"dinp": gpu.alloc(N * C * 2), "dout": dout, "weight": gpu.put(w), "N": N, "C": C, "OC": OC}
-        if input_kernel == "matmul_backward_input_gelu":
-            xargs["slope"] = gpu.put(tc.h16_timing(rng, N, C))
+        operands = {"g": tc.h16_timing(rng, N, OC), "x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C)}
+        wargs, _ = ab.arguments(gpu, "matmul_backward_weight", label, operands, N, C, OC)
+        xargs, _ = ab.arguments(gpu, input_kernel, label, operands, N, C, OC)
+        xargs["dout"] = wargs["dout"]  # one dout read by both, as in the step
         weight_on = [gpu.prepare("matmul_backward_weight", wargs, stream=s) for s in streams]
         input_on = [gpu.prepare(input_kernel, xargs, stream=s) for s in streams]
         alone_w = median_ms(gpu, streams[:1], weight_on[:1])
@@ -86,8 +79,8 @@ def main(cubin: str | None) -> None:
         w_first = median_ms(gpu, streams, [weight_on[0], input_on[1]])
         x_first = median_ms(gpu, streams, [input_on[0], weight_on[1]])
         shape = {"N": N, "C": C, "OC": OC}
-        bw = blocks("matmul_backward_weight", {**shape, "accumulate": 0}, gpu.arch)
-        bx = blocks(input_kernel, shape, gpu.arch)
+        bw = grid_blocks(geometry("matmul_backward_weight", {**shape, "accumulate": 0}, gpu.arch)[0])
+        bx = grid_blocks(geometry(input_kernel, shape, gpu.arch)[0])
         floor = (alone_w * min(bw, sms) + alone_x * min(bx, sms)) / sms
         print(f"{label:>15}: weight gradient {alone_w:.4f} ({bw} blocks, clusters of "
               f"{cluster_size('matmul_backward_weight', {**shape, 'accumulate': 0}, gpu.arch)}), input gradient "

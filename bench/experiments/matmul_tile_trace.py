@@ -6,9 +6,9 @@
 --plain: only the plain (MM_PLAIN) launches. The stamps of 2026-12-04 were taken with the same patch on c53bb7a
 (before the bias bits of 4d5313e). Two more builds, each the stamps and one change, applying to c53bb7a and 1bb5e89:
 matmul_stagger.patch (c53bb7a): consumer 1 starts two k-tiles after consumer 0 (its per-consumer bias copies take
-1 KiB more shared memory: run it with geometry.HOPPER_SHARED raised to match); matmul_solo.patch (1bb5e89, not run
-yet): consumer 1 leaves at once, so consumer 0's k-tile is one warpgroup's rate alone (run it with --plain: the
-gelu finishers would wait for consumer 1).
+1 KiB more shared memory: run it with geometry.HOPPER_SHARED raised to match); matmul_solo.patch (1bb5e89; run on
+0646516, bench/results/matmul_solo-2026-12-04.txt): consumer 1 leaves at once, so consumer 0's k-tile is one
+warpgroup's rate alone (run it with --plain: the gelu finishers would wait for consumer 1).
 For each shape, one launch after warm-up: per consumer and tile, the medians over blocks (us at the SM clock, its
 rate from the producer's %globaltimer stamps beside its clock64 ones) of the wait for the tile's bias (both consumers
 meet: consumers_sync), its products (hop_consume: every k-tile's wgmmas issued and waited on), its epilogue (staging,

@@ -127,6 +127,8 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul_hopper.cuh", "MM_HOP_STAGES") == str(geometry.HOPPER_STAGES)
     assert constant("matmul_hopper.cuh", "MM_HOP_BK") == str(geometry.HOPPER_BK)
     assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
+    hopper = {name: int(constant("matmul_hopper.cuh", name)) for name in ("MM_HOP_STAGES", "MM_HOP_BK", "MM_HOP_OUT_LD")}
+    assert eval(" ".join(constant("matmul_hopper.cuh", "MM_HOP_SHARED").split()), {}, hopper) == geometry.HOPPER_SHARED
 
 
 def test_weight_gradients_split_k_a_cluster_a_tile():

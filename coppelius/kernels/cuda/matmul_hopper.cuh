@@ -42,6 +42,9 @@ constexpr int MM_HOP_STAGES = 3;     // shared stages of 128x64 + 256x64 fp16 (4
 constexpr int MM_HOP_BK = 64;        // the k-extent of a stage (HOPPER_BK)
 constexpr int MM_HOP_OUT_LD = 264;  // halves a row of a consumer's 64x256 output staging (HOPPER_OUT_LD; +16 bytes:
                                     // an 8x8 matrix's 8 rows in 8 bank groups, stmatrix without conflicts)
+// a block's dynamic shared bytes (HOPPER_SHARED): hop_smem's layout below
+constexpr int MM_HOP_SHARED = MM_HOP_STAGES * (128 + 256) * MM_HOP_BK * 2 + 2 * 64 * MM_HOP_OUT_LD * 2 + 2 * 128 +
+                              2 * 256 * 2 + MM_HOP_STAGES * 2 * 8;
 
 // mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
@@ -238,6 +241,30 @@ __device__ __forceinline__ HopSmem hop_smem() {
     return m;
 }
 
+// The weight gradient's ring (mm_hopper_split): it has no output staging, so its stages take the block's bytes
+// but for its 1 KiB of fp16 ones, the two tensor maps being encoded and the barriers: 4 stages of 128 x 64 + 256 x 64
+// fp16 or 5 of 128 x 64 + 192 x 64. Why: its MN-major k-tiles come from L2 and memory at a latency that three
+// stages did not cover (a 192-column k-tile took as many cycles as a 256-column one, ~1150; H200, 2026-12-04,
+// bench/experiments/weight_gradient_trace.py).
+template <int BN>
+constexpr int hop_split_stages() {
+    return (MM_HOP_SHARED - 1024 - 2 * 128) / ((128 + BN) * MM_HOP_BK * 2 + 2 * 8);
+}
+template <int BN>
+__device__ __forceinline__ HopSmem hop_split_smem() {
+    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
+    constexpr int STAGES = hop_split_stages<BN>();
+    static_assert(STAGES * ((128 + BN) * MM_HOP_BK * 2 + 2 * 8) + 1024 + 2 * 128 <= MM_HOP_SHARED, "the ring fits");
+    HopSmem m;
+    m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
+    m.staging = m.stages + STAGES * (128 + BN) * MM_HOP_BK;  // the ones (1 KiB)
+    m.maps = reinterpret_cast<HopMap*>(m.staging + 512);
+    m.bias = nullptr;
+    m.full = reinterpret_cast<unsigned long long*>(m.maps + 2);
+    m.empty = m.full + STAGES;
+    return m;
+}
+
 // The producer warpgroup's start: with TMA (vec), warp 0 encodes the operands' maps into this SM's slot and returns
 // it to thread 0, the one that issues the copies; the warpgroup's other threads get nullptr and have nothing to do.
 // Without TMA every thread stores element-wise, and gets the slot unused.
@@ -270,14 +297,14 @@ __device__ __forceinline__ void hop_tma_tile(__half* s, const HopMap* map, int r
 
 // The producer's part of one tile: k-tiles kt0 .. kt0 + KT - 1 of tile (tm, tn) into the ring, from its position g
 // (stages of 128 x 64 A and BN x 64 B).
-template <bool AK, bool BK_MAJOR, int BN = 256>
+template <bool AK, bool BK_MAJOR, int BN = 256, int STAGES = MM_HOP_STAGES>
 __device__ __forceinline__ void hop_produce(const HopSmem& m, const HopMap* maps, const __half* __restrict__ A,
                                             const __half* __restrict__ B, int tm, int tn, int kt0, int KT, int M,
                                             int Nn, int K, int lda, int ldb, bool vec, int& g) {
     constexpr int BM = 128, BK = MM_HOP_BK;
     for (int kt = kt0; kt < kt0 + KT; ++kt, ++g) {
-        const int st = g % MM_HOP_STAGES;
-        mbar_wait(&m.empty[st], ((g / MM_HOP_STAGES) & 1) ^ 1);
+        const int st = g % STAGES;
+        mbar_wait(&m.empty[st], ((g / STAGES) & 1) ^ 1);
         __half* sA = m.stages + st * (BM + BN) * BK;
         __half* sB = sA + BM * BK;
         if (vec) {  // past the edges the boxes fill zeros, and count their bytes
@@ -303,7 +330,7 @@ __device__ __forceinline__ unsigned long long hop_desc(const __half* s, int kk) 
 // when BIAS_SUM, bias_acc += A times a 16x8 tile of ones (the rows' sums, dbias, on the tensor cores). A template
 // argument, not a flag: a wgmma under a branch had ptxas fence the products around it (C7519) in every block.
 // B is BN = 256 or 192 columns (the weight gradient's narrow tile, hop_split_columns).
-template <bool AK, bool BK_MAJOR, bool BIAS_SUM, int BN = 256>
+template <bool AK, bool BK_MAJOR, bool BIAS_SUM, int BN = 256, int STAGES = MM_HOP_STAGES>
 __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, float (&acc)[BN / 8][4],
                                             float (&bias_acc)[1][4], int& g) {
     static_assert(BN == 256 || BN == 192, "the consumers' products are m64n256k16 or m64n192k16");
@@ -312,8 +339,8 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
     int kt = 0;
     // a do-while (KT > 0): a loop that could run zero times serializes wgmma across its back-edge (C7515)
     do {
-        const int st = g % MM_HOP_STAGES;
-        mbar_wait(&m.full[st], (g / MM_HOP_STAGES) & 1);
+        const int st = g % STAGES;
+        mbar_wait(&m.full[st], (g / STAGES) & 1);
         fence_proxy_async();  // the producer's landed copies, ordered before the tensor cores' reads
         const __half* sA = m.stages + st * (BM + BN) * BK + c * 64 * BK;  // this consumer's 64 rows
         const __half* sB = m.stages + st * (BM + BN) * BK + BM * BK;
@@ -332,19 +359,20 @@ __device__ __forceinline__ void hop_consume(const HopSmem& m, int c, int KT, flo
         wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
         wg_fence_acc(acc);
         wg_fence_acc(bias_acc);
-        if (kt > 0 && lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+        if (kt > 0 && lane == 0) mbar_arrive(&m.empty[(g - 1) % STAGES]);
         ++g;
         ++kt;
     } while (kt < KT);
     wg_wait<0>();
     wg_fence_acc(acc);
     wg_fence_acc(bias_acc);
-    if (lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+    if (lane == 0) mbar_arrive(&m.empty[(g - 1) % STAGES]);
 }
 
-__device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec, unsigned readers = 8) {
+__device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec, unsigned readers = 8,
+                                                  int stages = MM_HOP_STAGES) {
     if (threadIdx.x == 0) {
-        for (int s = 0; s < MM_HOP_STAGES; ++s) {
+        for (int s = 0; s < stages; ++s) {
             // TMA: the issuing thread (and the bytes it expects); cp.async: every producer thread, once its copies
             // of the stage have landed
             mbar_init(&m.full[s], vec ? 1 : 128);
@@ -937,8 +965,9 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
                                                 int Nn, int K, int lda, int ldb, bool accumulate, bool vec,
                                                 int splits) {
     constexpr int BM = 128, BK = MM_HOP_BK, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
-    static_assert(BM * LD * 4 + BM * 4 <= MM_HOP_STAGES * (BM + 256) * BK * 2, "partials fit in the stages");
-    const HopSmem m = hop_smem();
+    constexpr int STAGES = hop_split_stages<BN>();
+    static_assert(BM * LD * 4 + BM * 4 <= STAGES * (BM + BN) * BK * 2, "partials fit in the stages");
+    const HopSmem m = hop_split_smem<BN>();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int S = splits, split = (int)cluster_rank(), pid = (int)(blockIdx.x / S);
@@ -950,7 +979,7 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
     const int KT = idle ? 0 : (int)((long long)KT_ALL * (split + 1) / S) - kt0;
     const bool bias_sum = dbias != nullptr && tn == 0;
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
-    hop_init_barriers(m, vec);
+    hop_init_barriers(m, vec, 8, STAGES);
     if (tid < 256) reinterpret_cast<unsigned*>(m.staging)[tid] = 0x3C003C00u;  // 1 KiB of fp16 1.0
     fence_proxy_async();  // the ones, visible to the tensor cores
     __syncthreads();
@@ -961,7 +990,7 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
         const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, vec);
         int g = 0;
         if (maps != nullptr)
-            hop_produce<AK, BK_MAJOR, BN>(m, maps, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
+            hop_produce<AK, BK_MAJOR, BN, STAGES>(m, maps, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);
     } else if (wg > 0 && !idle) {
         const int c = wg - 1;
         float acc[BN / 8][4], bias_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
@@ -972,9 +1001,9 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
         if (KT > 0) {
             int g = 0;
             if (bias_sum)
-                hop_consume<AK, BK_MAJOR, true, BN>(m, c, KT, acc, bias_acc, g);
+                hop_consume<AK, BK_MAJOR, true, BN, STAGES>(m, c, KT, acc, bias_acc, g);
             else
-                hop_consume<AK, BK_MAJOR, false, BN>(m, c, KT, acc, bias_acc, g);
+                hop_consume<AK, BK_MAJOR, false, BN, STAGES>(m, c, KT, acc, bias_acc, g);
         }
         consumers_sync();     // both consumers' products are done reading the stages,
         fence_proxy_async();  // ... which their partials now overwrite

@@ -518,6 +518,15 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
                                                             vec, splits, st);
 }
 
+// The wait for the launch before (launch.cuh) at a matmul's entry; matmul_hopper.cuh's blocks wait after their
+// prologue instead.
+__device__ __forceinline__ void mm_grid_dependency() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (blockDim.x == MM_HOP_THREADS) return;
+#endif
+    cpl::grid_dependency();
+}
+
 }  // namespace coptc
 
 // sm_90a: matmul_hopper.cuh's 384 threads a block with 168 registers a thread (a consumer's 64x256 fp32
@@ -531,7 +540,7 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
-    cpl::grid_dependency();
+    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true>(out, nullptr, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
@@ -540,7 +549,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward_gelu(__half* slope, __half* out_gelu, const __half* inp, const __half* weight, const __half* bias,
                         int N, int C, int OC) {
-    cpl::grid_dependency();
+    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_GELU>(slope, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
                                                    vec, 1);
@@ -551,7 +560,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward_stats(__half* out, float* stats, const __half* inp, const __half* weight, int N, int C, int OC,
                          int V, int width) {
-    cpl::grid_dependency();
+    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_STATS>(out, nullptr, inp, weight, nullptr, nullptr, N, OC, C, C, C, false,
                                                     vec, 1, {stats, V, width});
@@ -560,7 +569,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
-    cpl::grid_dependency();
+    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
@@ -569,7 +578,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* slope, int N,
                                int C, int OC) {
-    cpl::grid_dependency();
+    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(slope), dout, weight,
                                                              nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
@@ -580,7 +589,7 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
-    cpl::grid_dependency();
+    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
 #if __CUDA_ARCH__ >= 900
     const int splits = (int)coptc::cluster_size();

@@ -29,9 +29,14 @@
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
 // stored once: deterministic, independent of timing.
+// The wait for the launch before (launch.cuh; the kernels' entries skip it on these paths: mm_grid_dependency) comes
+// after a block's prologue, which reads no memory another launch writes: its barriers, and its tensor maps (only
+// the operands' addresses, in this SM's slot, which no other matmul block uses while this one lives: a block takes
+// the SM's shared memory). So when the launch is programmatic they are made under the tail of the one before.
 #pragma once
 #include <cuda_fp16.h>
 
+#include "launch.cuh"
 #include "tensor_core.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -691,6 +696,7 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
     if (wg == 0) {
         const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, true);
         if (maps == nullptr) return;
+        cpl::grid_dependency();
         int g = 0;
         for (int s = 0; s < slots; ++s) {
             int tm, tn;
@@ -702,6 +708,7 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
 
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
     __half* stg = m.stages + MM_HOP_STAGES * (BM + BN) * BK + c * BM * HOP_PP_LD;
+    cpl::grid_dependency();
     for (int s = c; s < slots; s += 2) {
         int tm, tn;
         mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
@@ -798,6 +805,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
 
     if (wg == 0) {  // the producer: stage g of the block's sequence is k-tile g % KT of slot g / KT
         if (finished && tid >= 32) {
+            cpl::grid_dependency();
             for (int s = 0; s < slots; ++s) {
                 int tm, tn;
                 mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
@@ -825,6 +833,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         }
         const HopMap* maps = hop_producer_maps<AK, BK_MAJOR>(m, A, B, M, Nn, K, lda, ldb, vec);
         if (maps == nullptr) return;
+        cpl::grid_dependency();
         int g = 0;
         for (int s = 0; s < slots; ++s) {
             int tm, tn;
@@ -847,6 +856,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         }
         consumer_sync(c);  // the scratch is free before any warp stages a tile there
     }
+    cpl::grid_dependency();
     // The sums start from bias[n] (else 0). A tile's 256 values are read from global memory by consumer 0 under the
     // previous tile's products (thread t the pair 2t, 2t + 1, as fp16 bits, zeros past Nn) and put in shared memory
     // after them, in the buffer of the tile's slot parity, so that no tile waits for their loads. The bits are joined
@@ -986,8 +996,11 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
 
     float* part = reinterpret_cast<float*>(m.stages);  // [BM][LD] partial sums, then [BM] dbias partials
     float* bias_part = part + BM * LD;
+    // (the wait for the launch before after the prologue: mm_grid_dependency)
+    const HopMap* maps = wg == 0 && KT > 0 ? hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, vec)
+                                           : nullptr;
+    cpl::grid_dependency();
     if (wg == 0 && KT > 0) {  // the producer's threads without copies to issue go on to the cluster barriers
-        const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, vec);
         int g = 0;
         if (maps != nullptr)
             hop_produce<AK, BK_MAJOR, BN, STAGES>(m, maps, A, B, tm, tn, kt0, KT, M, Nn, K, lda, ldb, vec, g);

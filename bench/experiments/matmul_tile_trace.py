@@ -30,6 +30,22 @@ LABELS = ["small qkv", "small fc gelu", "small qkv dinp (K 1152)", "gpt2 qkv", "
 TILES = 16  # matmul_tile_trace.patch: HOP_TRACE_TILES
 
 
+def stamped_launch(gpu, kernel: str, label: str, shape: tuple[int, int, int], stamps, reps: int = 20):
+    """(ms a launch back to back, the stamps of one more launch as float64): the launch at shape (N, C, OC) on
+    random operands, its module global of int64 stamps (stamps: its address and bytes) zeroed before the last."""
+    (N, C, OC), (ptr, size) = shape, stamps
+    rng = np.random.default_rng(0)
+    operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC),
+                "g": tc.h16_timing(rng, N, OC)}
+    args, _ = ab.arguments(gpu, kernel, label, operands, N, C, OC)
+    go = gpu.prepare(kernel, args)
+    ms = gpu.timer(go, reps=reps)
+    tc._ck(gpu.d.cuMemsetD8(int(ptr), 0, size))
+    go()
+    gpu.sync()
+    return ms, gpu.get(int(ptr), np.int64, size // 8).astype(np.float64)
+
+
 def main(path: str, plain: bool = False) -> None:
     print(f"== {path}")
     gpu = tc.Gpu(Path(path).read_bytes())
@@ -37,16 +53,8 @@ def main(path: str, plain: bool = False) -> None:
     for kernel, label, (N, C, OC) in ab.SHAPES:
         if label not in LABELS or (plain and kernel != "matmul_forward"):
             continue
-        rng = np.random.default_rng(0)
-        operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC),
-                    "g": tc.h16_timing(rng, N, OC)}
-        args, _ = ab.arguments(gpu, kernel, label, operands, N, C, OC)
-        go = gpu.prepare(kernel, args)
-        ms = gpu.timer(go, reps=20)
-        tc._ck(gpu.d.cuMemsetD8(int(ptr), 0, size))
-        go()
-        gpu.sync()
-        raw = gpu.get(int(ptr), np.int64, size // 8).reshape(256, 3, TILES, 4).astype(np.float64)
+        ms, raw = stamped_launch(gpu, kernel, label, (N, C, OC), (ptr, size))
+        raw = raw.reshape(256, 3, TILES, 4)
         blocks = int((raw[:, 0, 0, 1] > 0).sum())  # the blocks with a tile (each one's producer stamps it)
         last = [max(s for s in range(TILES) if raw[b, 0, s, 1] > 0) for b in range(blocks)]
         mhz = np.median([(raw[b, 0, s, 1] - raw[b, 0, 0, 0]) / (raw[b, 0, s, 3] - raw[b, 0, 0, 2]) * 1000

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT / "bench" / "experiments")]
 import test_tensor_cores_gpu as tc  # noqa: E402
 import matmul_forward_ab as ab  # noqa: E402
+from matmul_tile_trace import stamped_launch  # noqa: E402
 from coppelius.formats.geometry import cluster_size, geometry, grid_blocks  # noqa: E402
 
 STAMPS = 14  # weight_gradient_trace.patch: split_trace[512][14]
@@ -39,17 +40,10 @@ def main(path: str) -> None:
     for kernel, label, (N, C, OC) in ab.SHAPES:
         if kernel != "matmul_backward_weight":
             continue
-        rng = np.random.default_rng(0)
-        operands = {"x": tc.h16_timing(rng, N, C), "g": tc.h16_timing(rng, N, OC)}
-        args, _ = ab.arguments(gpu, kernel, label, operands, N, C, OC)
-        go = gpu.prepare(kernel, args)
-        ms = gpu.timer(go, reps=30)
-        tc._ck(gpu.d.cuMemsetD8(int(ptr), 0, size))
-        go()
-        gpu.sync()
+        ms, t = stamped_launch(gpu, kernel, label, (N, C, OC), (ptr, size), reps=30)
         shape = {"N": N, "C": C, "OC": OC, "accumulate": 0}
         blocks = grid_blocks(geometry(kernel, shape, gpu.arch)[0])
-        t = gpu.get(int(ptr), np.int64, size // 8).reshape(-1, STAMPS)[:blocks].astype(np.float64)
+        t = t.reshape(-1, STAMPS)[:blocks]
         mhz = np.median((t[:, 11] - t[:, 10]) / (t[:, 9] - t[:, 0]) * 1000)
         span = (t[:, 9].max() - t[:, 0].min()) / 1000
         starts = (t[:, 0].max() - t[:, 0].min()) / 1000

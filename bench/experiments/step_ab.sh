@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# A/B of the training step between two trees on one card, alternating so that clock drift shows: A is this tree with
+# DIFF reversed (e.g. `git diff main > change.diff` beside a change, carried to the card as an untracked file), B this
+# tree as it is. bench/train_gpu.py without a peer; each run's JSON under $OUT/A1, B1, A2, ... and its step line here.
+#     bash bench/experiments/step_ab.sh DIFF [models (small)] [rounds (2)]     (from the root, on the card, $OUT set)
+set -euo pipefail
+diff=$(realpath "$1") models=${2:-small} rounds=${3:-2} here=$PWD
+other=$(mktemp -d)
+cp -r "$here/." "$other/" && (cd "$other" && patch -s -R -p1 < "$diff")
+for i in $(seq "$rounds"); do
+    for tree in A B; do
+        dir=$([ "$tree" = A ] && echo "$other" || echo "$here")
+        (cd "$dir" && PYTHONPATH="/tmp/site:$dir" timeout 300 python3 bench/train_gpu.py --models "$models" --steps 30 \
+            --peer-modes "" --out "$OUT/$tree$i" 2>&1 | grep -E "batch" | sed "s/^/$tree$i /")
+    done
+done

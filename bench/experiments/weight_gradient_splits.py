@@ -6,7 +6,6 @@ the least-squares fit of a launch = waves x (a + b K / S + c S) over every row, 
 c / b) with the S the refitted rule would pick.
     python bench/experiments/weight_gradient_splits.py [cubin]   (sm_90 card, root; the tree's kernels by default)"""
 import sys
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +13,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT / "bench" / "experiments")]
 import test_tensor_cores_gpu as tc  # noqa: E402
-from weight_gradient_stream import SHAPES, arguments, operands  # noqa: E402
+from weight_gradient_stream import SHAPES, arguments, operands, prepare  # noqa: E402
 from coppelius.formats import geometry as geo  # noqa: E402
-
-
-def prepare(gpu, args: dict, S: int):
-    """The launch at split S: grid tiles x S in clusters of S (the kernel reads S from its cluster)."""
-    tiles = geo.weight_gradient_tiles(args, "sm_90")[1]
-    saved = (tc.geometry, tc.cluster_size)
-    tc.geometry = lambda k, s, a: ([tiles * S, 1, 1], *geo.MATMUL_TILES["wide"])
-    tc.cluster_size = lambda k, s, a: S
-    try:
-        return gpu.prepare("matmul_backward_weight", args)
-    finally:
-        tc.geometry, tc.cluster_size = saved
 
 
 def main(cubin: str | None) -> None:
@@ -44,7 +31,7 @@ def main(cubin: str | None) -> None:
         for S in range(1, len(geo.WIDE_CLUSTERS) + 1):
             if S > 1 and N < S * geo.WIDE_MIN_K:
                 break
-            times[S] = gpu.timer(prepare(gpu, args, S), reps=20) * 1000
+            times[S] = gpu.timer(prepare(gpu, "clusters", args, splits=S), reps=20) * 1000
             rows.append((-(-tiles // geo.WIDE_CLUSTERS[S - 1]), N / S, S, times[S]))
         best = min(times, key=times.get)
         print(f"{name:>15} ({tiles} tiles): " + " ".join(
@@ -59,7 +46,7 @@ def main(cubin: str | None) -> None:
         if "lm head" in name:
             continue
         tiles = geo.weight_gradient_tiles({"N": N, "C": C, "OC": OC}, "sm_90")[1]
-        cost = {S: Fraction(-(-tiles // geo.WIDE_CLUSTERS[S - 1])) * Fraction(a + b * N / S + c * S)
+        cost = {S: -(-tiles // geo.WIDE_CLUSTERS[S - 1]) * (a + b * N / S + c * S)
                 for S in range(1, 17) if S == 1 or N >= S * geo.WIDE_MIN_K}
         print(f"  {name}: refitted rule S = {min(cost, key=cost.get)} (now {geo.wide_split_count(tiles, N)})")
 

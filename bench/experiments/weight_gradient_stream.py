@@ -26,8 +26,9 @@ SHAPES = {"gpt2 qkv": (32768, 768, 2304), "gpt2 attn proj": (32768, 768, 768), "
           "small fc proj": (16384, 1536, 384)}
 
 
-def prepare(gpu, mode: str, args: dict):
-    """mode clusters: a tile a cluster of S, grid tiles x S (main's geometry: the tiles of dbias's rows sum it); tree:
+def prepare(gpu, mode: str, args: dict, splits: int | None = None):
+    """mode clusters: a tile a cluster of S (main's rule, or `splits`), grid tiles x S (main's geometry: the tiles of
+    dbias's rows sum it); tree:
     the tree's geometry (the applied patch's); bias<E>: E clusters of S before the tiles
     summing dbias (hop_bias_columns); aligned: a stream-K of tiles x s blocks, the most up to 132 (every block's run
     one of s equal splits of a tile); a mode + "-nobias": no dbias (a null pointer; its sums skipped)."""
@@ -36,7 +37,7 @@ def prepare(gpu, mode: str, args: dict):
     if mode == "tree":
         return gpu.prepare("matmul_backward_weight", args)
     tiles = geo.weight_gradient_tiles(args, "sm_90")[1]
-    S = geo.wide_split_count(tiles, args["N"])  # main's rule (the patch keeps it)
+    S = splits or geo.wide_split_count(tiles, args["N"])  # main's rule (the patch keeps it)
     saved, waves = (tc.geometry, tc.cluster_size), geo.WIDE_TILES
     if mode.startswith("bias"):
         grid = (tiles + int(mode[4:])) * S

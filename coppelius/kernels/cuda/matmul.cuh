@@ -485,7 +485,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
 #include "matmul_hopper.cuh"
 namespace coptc {
 
-// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. sm_90a: 384 threads are matmul_hopper.cuh's
+// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. The matmul kernels' entries leave the
+// wait for the launch before (launch.cuh) to this dispatch, which makes it where each path can. sm_90a: 384 threads are matmul_hopper.cuh's
 // warp-specialized tiles, persistent for the forward and the input gradient (A K-major), one tile a block split
 // over a cluster for the weight gradient.
 template <bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
@@ -510,21 +511,13 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
         return;
     }
 #endif
+    cpl::grid_dependency();  // the wait for the launch before (matmul_hopper.cuh's blocks wait after their prologue)
     if (blockDim.x == 256)
         mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
                                                               accumulate, vec, splits, st);
     else
         mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate,
                                                             vec, splits, st);
-}
-
-// The wait for the launch before (launch.cuh) at a matmul's entry; matmul_hopper.cuh's blocks wait after their
-// prologue instead.
-__device__ __forceinline__ void mm_grid_dependency() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (blockDim.x == MM_HOP_THREADS) return;
-#endif
-    cpl::grid_dependency();
 }
 
 }  // namespace coptc
@@ -540,7 +533,6 @@ __device__ __forceinline__ void mm_grid_dependency() {
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias (bias may be null)
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward(__half* out, const __half* inp, const __half* weight, const __half* bias, int N, int C, int OC) {
-    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true>(out, nullptr, inp, weight, bias, nullptr, N, OC, C, C, C, false, vec, 1);
 }
@@ -549,7 +541,6 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward_gelu(__half* slope, __half* out_gelu, const __half* inp, const __half* weight, const __half* bias,
                         int N, int C, int OC) {
-    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_GELU>(slope, out_gelu, inp, weight, bias, nullptr, N, OC, C, C, C, false,
                                                    vec, 1);
@@ -560,7 +551,6 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_forward_stats(__half* out, float* stats, const __half* inp, const __half* weight, int N, int C, int OC,
                          int V, int width) {
-    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_STATS>(out, nullptr, inp, weight, nullptr, nullptr, N, OC, C, C, C, false,
                                                     vec, 1, {stats, V, width});
@@ -569,7 +559,6 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
-    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
 }
@@ -578,7 +567,6 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* slope, int N,
                                int C, int OC) {
-    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(slope), dout, weight,
                                                              nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
@@ -589,7 +577,6 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
     matmul_backward_weight(__half* dweight, __half* dbias, const __half* dout, const __half* inp, int N, int C, int OC,
                            unsigned int accumulate) {
-    coptc::mm_grid_dependency();
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(inp);
 #if __CUDA_ARCH__ >= 900
     const int splits = (int)coptc::cluster_size();

@@ -30,7 +30,7 @@
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
 // stored once: deterministic, independent of timing.
-// The wait for the launch before (launch.cuh; the kernels' entries skip it on these paths: mm_grid_dependency) comes
+// The wait for the launch before (launch.cuh; matmul.cuh's mm_dispatch leaves it to these paths) comes
 // after a block's prologue, which reads no memory another launch writes: its barriers, and its tensor maps (only
 // the operands' addresses, in this SM's slot, which no other matmul block uses while this one lives: a block takes
 // the SM's shared memory). So when the launch is programmatic they are made under the tail of the one before.
@@ -260,7 +260,6 @@ template <int BN>
 __device__ __forceinline__ HopSmem hop_split_smem() {
     extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
     constexpr int STAGES = hop_split_stages<BN>();
-    static_assert(STAGES * ((128 + BN) * MM_HOP_BK * 2 + 2 * 8) + 1024 + 2 * 128 <= MM_HOP_SHARED, "the ring fits");
     HopSmem m;
     m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
     m.staging = m.stages + STAGES * (128 + BN) * MM_HOP_BK;  // the ones (1 KiB)
@@ -997,7 +996,6 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
 
     float* part = reinterpret_cast<float*>(m.stages);  // [BM][LD] partial sums, then [BM] dbias partials
     float* bias_part = part + BM * LD;
-    // (the wait for the launch before after the prologue: mm_grid_dependency)
     const HopMap* maps = wg == 0 && KT > 0 ? hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, vec)
                                            : nullptr;
     cpl::grid_dependency();

@@ -674,6 +674,26 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // its qkv input gradient, K = 1152: the same, 0.037; H200, 2026-12-03).
 __device__ __forceinline__ bool hop_pingpong_pays(int Nn) { return 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn; }
 constexpr int HOP_PP_LD = 136;  // halves a row of a consumer's 128x128 staging (+16 bytes, as MM_HOP_OUT_LD)
+// The ping-pong's ring takes the block's bytes but for its two 128-row stagings, the two tensor maps being encoded and
+// the barriers: 4 stages of 128 x 64 + 128 x 64 fp16 (mm_hopper's layout left them 3). Why: as the weight gradient's
+// (hop_split_stages), a k-tile waits out its loads' latency, and one warpgroup multiplies alone at ~90% of the tensor
+// pipe when its operands are already there, at ~55% when they are loaded (H200, 2026-12-04,
+// bench/experiments/matmul_noload.patch).
+constexpr int hop_pingpong_stages() {
+    return (MM_HOP_SHARED - 2 * 128 * HOP_PP_LD * 2 - 2 * 128) / ((128 + 128) * MM_HOP_BK * 2 + 2 * 8);
+}
+__device__ __forceinline__ HopSmem hop_pingpong_smem() {
+    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
+    constexpr int STAGES = hop_pingpong_stages();
+    HopSmem m;
+    m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
+    m.staging = m.stages + STAGES * (128 + 128) * MM_HOP_BK;  // each consumer's 128 rows of HOP_PP_LD
+    m.maps = reinterpret_cast<HopMap*>(m.staging + 2 * 128 * HOP_PP_LD);
+    m.bias = nullptr;  // the consumers read a tile's bias into their sums directly
+    m.full = reinterpret_cast<unsigned long long*>(m.maps + 2);
+    m.empty = m.full + STAGES;
+    return m;
+}
 __device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }
 __device__ __forceinline__ void turn_arrive(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(9 + c) : "memory"); }
 
@@ -681,15 +701,15 @@ template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, const __half* __restrict__ A,
                                                    const __half* __restrict__ B, const __half* __restrict__ bias,
                                                    int M, int Nn, int K, int lda, int ldb) {
-    constexpr int BM = 128, BN = 128, BK = MM_HOP_BK;
-    static_assert(MM_HOP_STAGES * (BM + BN) * BK + 2 * BM * HOP_PP_LD <=
-                      MM_HOP_STAGES * (128 + 256) * BK + 2 * 64 * MM_HOP_OUT_LD, "stages and staging fit");
-    const HopSmem m = hop_smem();
+    constexpr int BM = 128, BN = 128, BK = MM_HOP_BK, STAGES = hop_pingpong_stages();
+    static_assert(STAGES * ((BM + BN) * BK * 2 + 2 * 8) + 2 * BM * HOP_PP_LD * 2 + 2 * 128 <= MM_HOP_SHARED,
+                  "stages, staging, maps and barriers fit");
+    const HopSmem m = hop_pingpong_smem();
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int KT = (K + BK - 1) / BK;
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
-    hop_init_barriers(m, true, 4);
+    hop_init_barriers(m, true, 4, STAGES);
     __syncthreads();
     if (slots == 0 || KT == 0) return;
 
@@ -701,13 +721,13 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         for (int s = 0; s < slots; ++s) {
             int tm, tn;
             mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
-            hop_produce<AK, BK_MAJOR, BN>(m, maps, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, true, g);
+            hop_produce<AK, BK_MAJOR, BN, STAGES>(m, maps, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, true, g);
         }
         return;
     }
 
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
-    __half* stg = m.stages + MM_HOP_STAGES * (BM + BN) * BK + c * BM * HOP_PP_LD;
+    __half* stg = m.staging + c * BM * HOP_PP_LD;
     cpl::grid_dependency();
     for (int s = c; s < slots; s += 2) {
         int tm, tn;
@@ -725,8 +745,8 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         if (s > 0) turn_sync(c);  // the other consumer has waited on its tile's last stage
         int g = s * KT, kt = 0;
         do {  // a do-while (KT > 0): see hop_consume
-            const int st = g % MM_HOP_STAGES;
-            mbar_wait(&m.full[st], (g / MM_HOP_STAGES) & 1);
+            const int st = g % STAGES;
+            mbar_wait(&m.full[st], (g / STAGES) & 1);
             if (kt == KT - 1 && s + 1 < slots) turn_arrive(1 - c);
             fence_proxy_async();
             const __half* sA = m.stages + st * (BM + BN) * BK;
@@ -743,14 +763,14 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
             wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
             wg_fence_acc(acc[0]);
             wg_fence_acc(acc[1]);
-            if (kt > 0 && lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+            if (kt > 0 && lane == 0) mbar_arrive(&m.empty[(g - 1) % STAGES]);
             ++g;
             ++kt;
         } while (kt < KT);
         wg_wait<0>();
         wg_fence_acc(acc[0]);
         wg_fence_acc(acc[1]);
-        if (lane == 0) mbar_arrive(&m.empty[(g - 1) % MM_HOP_STAGES]);
+        if (lane == 0) mbar_arrive(&m.empty[(g - 1) % STAGES]);
 
         if (s >= 2) {  // this consumer's previous tile's copies have read its staging rows
             if (ctid < BM) bulk_wait_read();

@@ -9,10 +9,10 @@ matmul_stagger.patch (c53bb7a): consumer 1 starts two k-tiles after consumer 0 (
 1 KiB more shared memory: run it with geometry.HOPPER_SHARED raised to match); matmul_solo.patch (1bb5e89; run on
 0646516, bench/results/matmul_solo-2026-12-04.txt): consumer 1 leaves at once, so consumer 0's k-tile is one
 warpgroup's rate alone (run it with --plain: the gelu finishers would wait for consumer 1). matmul_noload.patch
-(98b8315; written 2026-12-04, not run yet): the solo patch and HOP_NOLOAD, the producer re-announcing the ring's
-stages without copying after its first fill, so that a k-tile is the tensor pipe's time alone; build the four
-cubins of HOP_SOLO x HOP_NOLOAD in {0, 1} (sed the two constexpr lines) and run them with --plain: whether the
-loads (L2 to shared) or one warpgroup's issue hold the pair at ~90% and the solo at ~60%.
+(98b8315; run on 5d64f9c, bench/results/matmul_noload-2026-12-04.txt): the solo patch and HOP_NOLOAD, the producer
+re-announcing the ring's stages without copying after its first fill, so that a k-tile is the tensor pipe's time
+alone; build the four cubins of HOP_SOLO x HOP_NOLOAD in {0, 1} (sed the two constexpr lines) and run them with
+--plain: whether the loads (L2 to shared) or one warpgroup's issue hold the pair at ~90% and the solo at ~60%.
 For each shape, one launch after warm-up: per consumer and tile, the medians over blocks (us at the SM clock, its
 rate from the producer's %globaltimer stamps beside its clock64 ones) of the wait for the tile's bias (both consumers
 meet: consumers_sync), its products (hop_consume: every k-tile's wgmmas issued and waited on), its epilogue (staging,

@@ -7,11 +7,11 @@
 // at gpt2's shapes they ran at 0.4-0.74 of cuBLAS (bench/kernel_ab.py, H200, 2026-12-01). A block here is three
 // warpgroups:
 //   warpgroup 0, the producer, copies k-tiles into a ring of MM_HOP_STAGES shared stages (the weight gradient's
-//     deeper: hop_split_stages), in matmul.cuh's swizzled layouts, which are the TMA unit's 128-byte swizzle,
-//     waiting on a stage's `empty` barrier before it refills it: one thread issues the stage's TMA copies (tensor
-//     maps the block encodes itself, below), which complete the stage's `full` barrier by their bytes; operands
-//     that are not 16-byte rows (no TMA) are stored by all 128 threads (matmul.cuh's element-wise loads), each
-//     arriving on `full`;
+//     and the ping-pong's deeper: hop_split_stages, hop_pingpong_stages), in matmul.cuh's swizzled layouts, which
+//     are the TMA unit's 128-byte swizzle, waiting on a stage's `empty` barrier before it refills it: one thread
+//     issues the stage's TMA copies (tensor maps the block encodes itself, below), which complete the stage's
+//     `full` barrier by their bytes; operands that are not 16-byte rows (no TMA) are stored by all 128 threads
+//     (matmul.cuh's element-wise loads), each arriving on `full`;
 //   warpgroups 1 and 2, the consumers, multiply each tile together, 64 rows each on m64n256k16 (the widest wgmma:
 //     its A read once for 256 columns), waiting on `full`, releasing a stage on `empty` once the products that
 //     read it are done. A stage returns to the producer only when both have released it, so the two run in

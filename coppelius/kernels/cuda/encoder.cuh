@@ -34,10 +34,10 @@ extern "C" __global__ void __launch_bounds__(256)
 // Deterministic without atomics on the outputs: every entry has one writer, and its value is fixed by the tokens.
 //
 // A block of 1024 threads owns TOKENS consecutive vocabulary rows (grid.x = ceil(Vp / TOKENS)), a warp one contiguous
-// thirty-second of the positions. Pass one: each warp counts its positions by token (shared-memory integer counts, exact in any order)
-// and the positions whose token lies below the block's rows. Then the counts become cursors, token-major and
-// warp-minor, so that warp w's matches of a token follow warps 0 .. w-1's. Pass two: each warp walks its
-// positions in order, 32 at a time, ranking equal tokens among the lanes (__match_any_sync) and writing each
+// thirty-second of the positions. Pass one: each warp counts its positions by token (shared-memory integer counts,
+// exact in any order) and the positions whose token lies below the block's rows. Then the counts become cursors,
+// token-major and warp-minor, so that warp w's matches of a token follow warps 0 .. w-1's. Pass two: each warp walks
+// its positions in order, 32 at a time, ranking equal tokens among the lanes (__match_any_sync) and writing each
 // position at its cursor. Every block reads all N token ids twice (L2 hits: 2 * ceil(Vp / 256) * 4N bytes).
 //
 // encoder_backward: dwte[v,:] += the sum of dout over the positions holding token v, and dwpe[t,:] = the sum over b
@@ -58,8 +58,8 @@ extern "C" __global__ void __launch_bounds__(256)
 //
 // Rows of dwpe: blocks after the dwte blocks, a warp per position t, a lane 8 channels (2 for SPREAD_VOCAB).
 //
-// Geometry (formats/geometry.py): encoder_sort grid = ceil(Vp / 256), blocks of 1024; encoder_backward grid = (ceil(Vp / 8) +
-// ceil(T / 8), ceil(C / 256)), and up to SPREAD_VOCAB (ceil(C / 64), Vp + ceil(T / 8)), blocks of 256.
+// Geometry (formats/geometry.py): encoder_sort grid = ceil(Vp / 256), blocks of 1024; encoder_backward grid =
+// (ceil(Vp / 8) + ceil(T / 8), ceil(C / 256)), and up to SPREAD_VOCAB (ceil(C / 64), Vp + ceil(T / 8)), blocks of 256.
 namespace cpl {
 namespace eb {
 constexpr int ROWS = WARPS;  // vocabulary rows a block

@@ -485,10 +485,10 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
 #include "matmul_hopper.cuh"
 namespace coptc {
 
-// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. The matmul kernels' entries leave the
-// wait for the launch before (launch.cuh) to this dispatch, which makes it where each path can. sm_90a: 384 threads are matmul_hopper.cuh's
-// warp-specialized tiles, persistent for the forward and the input gradient (A K-major), one tile a block split
-// over a cluster for the weight gradient.
+// The tile shapes; blockDim.x (planned by formats/geometry.py) says which. The matmul kernels' entries leave the wait
+// for the launch before (launch.cuh) to this dispatch, which makes it where each path can. sm_90a: 384 threads are
+// matmul_hopper.cuh's warp-specialized tiles, persistent for the forward and the input gradient (A K-major), one tile a
+// block split over a cluster for the weight gradient.
 template <bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
 __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __half* A, const __half* B,
                                             const __half* bias, __half* dbias, int M, int Nn, int K, int lda, int ldb,

@@ -80,7 +80,7 @@ HOPPER_OUT_LD = 264   # matmul_hopper.cuh: MM_HOP_OUT_LD
 # its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, two TMA tensor maps being
 # encoded (128 bytes each), two tiles' 256 fp16 bias values, then a full and an empty mbarrier (8 bytes each) a stage
 # (matmul_hopper.cuh: MM_HOP_SHARED); the weight gradient has no output rows and spends the same bytes on a deeper
-# ring (hop_split_stages: 4 stages of 128x256 tiles' k-tiles, 5 of 128x192)
+# ring (hop_ring_stages: 4 stages of 128x256 tiles' k-tiles, 5 of 128x192)
 HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128 + 2 * 256 * 2
                  + HOPPER_STAGES * 2 * 8)
 # (block, dynamic shared bytes) of each matmul tile: matmul_hopper.cuh's 128x256, matmul.cuh's 128x128 (3 stages of

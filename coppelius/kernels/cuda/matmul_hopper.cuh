@@ -7,7 +7,7 @@
 // at gpt2's shapes they ran at 0.4-0.74 of cuBLAS (bench/kernel_ab.py, H200, 2026-12-01). A block here is three
 // warpgroups:
 //   warpgroup 0, the producer, copies k-tiles into a ring of MM_HOP_STAGES shared stages (the weight gradient's
-//     and the ping-pong's deeper: hop_split_stages, hop_pingpong_stages), in matmul.cuh's swizzled layouts, which
+//     and the ping-pong's deeper: hop_ring_stages), in matmul.cuh's swizzled layouts, which
 //     are the TMA unit's 128-byte swizzle, waiting on a stage's `empty` barrier before it refills it: one thread
 //     issues the stage's TMA copies (tensor maps the block encodes itself, below), which complete the stage's
 //     `full` barrier by their bytes; operands that are not 16-byte rows (no TMA) are stored by all 128 threads
@@ -247,28 +247,32 @@ __device__ __forceinline__ HopSmem hop_smem() {
     return m;
 }
 
-// The weight gradient's ring (mm_hopper_split): it has no output staging, so its stages take the block's bytes
-// but for its 1 KiB of fp16 ones, the two tensor maps being encoded and the barriers: 4 stages of 128 x 64 + 256 x 64
-// fp16 or 5 of 128 x 64 + 192 x 64. Why: its MN-major k-tiles come from L2 and memory at a latency that three
-// stages did not cover (a 192-column k-tile took as many cycles as a 256-column one, ~1150; H200, 2026-12-04,
-// bench/experiments/weight_gradient_trace.py).
-template <int BN>
-constexpr int hop_split_stages() {
-    return (MM_HOP_SHARED - 1024 - 2 * 128) / ((128 + BN) * MM_HOP_BK * 2 + 2 * 8);
+// A deeper ring than mm_hopper's, for the paths without its two consumers' 64-row stagings and bias values: as many
+// stages of 128 x 64 + BN x 64 fp16 as the block's bytes (MM_HOP_SHARED) hold beside STAGING halves of staging, the
+// two tensor maps being encoded and the barriers, laid out in that order. The weight gradient (STAGING: its 1 KiB of
+// fp16 ones) takes 4 stages of 128 x 256 tiles' k-tiles or 5 of 128 x 192; the ping-pong (each consumer's 128 rows)
+// 4 of 128 x 128 (mm_hopper's layout left either 3). Why: a k-tile waits out its loads' latency, which three stages
+// did not cover (the weight gradient's 192-column k-tile took as many cycles as a 256-column one, ~1150: H200,
+// 2026-12-04, bench/experiments/weight_gradient_trace.py); and one warpgroup multiplies alone at ~90% of the tensor
+// pipe when its operands are already there, at ~50% when they are loaded (bench/experiments/matmul_noload.patch).
+template <int BN, int STAGING>
+constexpr int hop_ring_stages() {
+    return (MM_HOP_SHARED - STAGING * 2 - 2 * 128) / ((128 + BN) * MM_HOP_BK * 2 + 2 * 8);
 }
-template <int BN>
-__device__ __forceinline__ HopSmem hop_split_smem() {
+template <int BN, int STAGING>
+__device__ __forceinline__ HopSmem hop_ring_smem() {
     extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
-    constexpr int STAGES = hop_split_stages<BN>();
+    constexpr int STAGES = hop_ring_stages<BN, STAGING>();
     HopSmem m;
     m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
-    m.staging = m.stages + STAGES * (128 + BN) * MM_HOP_BK;  // the ones (1 KiB)
-    m.maps = reinterpret_cast<HopMap*>(m.staging + 512);
+    m.staging = m.stages + STAGES * (128 + BN) * MM_HOP_BK;
+    m.maps = reinterpret_cast<HopMap*>(m.staging + STAGING);
     m.bias = nullptr;
     m.full = reinterpret_cast<unsigned long long*>(m.maps + 2);
     m.empty = m.full + STAGES;
     return m;
 }
+constexpr int HOP_ONES = 512;  // halves of the weight gradient's staging: fp16 ones for dbias on the tensor cores
 
 // The producer warpgroup's start: with TMA (vec), warp 0 encodes the operands' maps into this SM's slot and returns
 // it to thread 0, the one that issues the copies; the warpgroup's other threads get nullptr and have nothing to do.
@@ -674,26 +678,7 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // its qkv input gradient, K = 1152: the same, 0.037; H200, 2026-12-03).
 __device__ __forceinline__ bool hop_pingpong_pays(int Nn) { return 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn; }
 constexpr int HOP_PP_LD = 136;  // halves a row of a consumer's 128x128 staging (+16 bytes, as MM_HOP_OUT_LD)
-// The ping-pong's ring takes the block's bytes but for its two 128-row stagings, the two tensor maps being encoded and
-// the barriers: 4 stages of 128 x 64 + 128 x 64 fp16 (mm_hopper's layout left them 3). Why: as the weight gradient's
-// (hop_split_stages), a k-tile waits out its loads' latency, and one warpgroup multiplies alone at ~90% of the tensor
-// pipe when its operands are already there, at ~55% when they are loaded (H200, 2026-12-04,
-// bench/experiments/matmul_noload.patch).
-constexpr int hop_pingpong_stages() {
-    return (MM_HOP_SHARED - 2 * 128 * HOP_PP_LD * 2 - 2 * 128) / ((128 + 128) * MM_HOP_BK * 2 + 2 * 8);
-}
-__device__ __forceinline__ HopSmem hop_pingpong_smem() {
-    extern __shared__ __align__(1024) unsigned char coptc_mm_smem[];
-    constexpr int STAGES = hop_pingpong_stages();
-    HopSmem m;
-    m.stages = reinterpret_cast<__half*>(coptc_mm_smem);
-    m.staging = m.stages + STAGES * (128 + 128) * MM_HOP_BK;  // each consumer's 128 rows of HOP_PP_LD
-    m.maps = reinterpret_cast<HopMap*>(m.staging + 2 * 128 * HOP_PP_LD);
-    m.bias = nullptr;  // the consumers read a tile's bias into their sums directly
-    m.full = reinterpret_cast<unsigned long long*>(m.maps + 2);
-    m.empty = m.full + STAGES;
-    return m;
-}
+constexpr int HOP_PP_STAGING = 2 * 128 * HOP_PP_LD;  // halves of both consumers' stagings (hop_ring_smem)
 __device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }
 __device__ __forceinline__ void turn_arrive(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(9 + c) : "memory"); }
 
@@ -701,10 +686,8 @@ template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, const __half* __restrict__ A,
                                                    const __half* __restrict__ B, const __half* __restrict__ bias,
                                                    int M, int Nn, int K, int lda, int ldb) {
-    constexpr int BM = 128, BN = 128, BK = MM_HOP_BK, STAGES = hop_pingpong_stages();
-    static_assert(STAGES * ((BM + BN) * BK * 2 + 2 * 8) + 2 * BM * HOP_PP_LD * 2 + 2 * 128 <= MM_HOP_SHARED,
-                  "stages, staging, maps and barriers fit");
-    const HopSmem m = hop_pingpong_smem();
+    constexpr int BM = 128, BN = 128, BK = MM_HOP_BK, STAGES = hop_ring_stages<BN, HOP_PP_STAGING>();
+    const HopSmem m = hop_ring_smem<BN, HOP_PP_STAGING>();
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int KT = (K + BK - 1) / BK;
     const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
@@ -995,9 +978,9 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
                                                 int Nn, int K, int lda, int ldb, bool accumulate, bool vec,
                                                 int splits) {
     constexpr int BM = 128, BK = MM_HOP_BK, LD = BN + 8;  // fp32 row stride of the partials (float2 stores)
-    constexpr int STAGES = hop_split_stages<BN>();
+    constexpr int STAGES = hop_ring_stages<BN, HOP_ONES>();
     static_assert(BM * LD * 4 + BM * 4 <= STAGES * (BM + BN) * BK * 2, "partials fit in the stages");
-    const HopSmem m = hop_split_smem<BN>();
+    const HopSmem m = hop_ring_smem<BN, HOP_ONES>();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int S = splits, split = (int)cluster_rank(), pid = (int)(blockIdx.x / S);
@@ -1010,7 +993,7 @@ __device__ __forceinline__ void mm_hopper_split(__half* __restrict__ out, const 
     const bool bias_sum = dbias != nullptr && tn == 0;
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     hop_init_barriers(m, vec, 8, STAGES);
-    if (tid < 256) reinterpret_cast<unsigned*>(m.staging)[tid] = 0x3C003C00u;  // 1 KiB of fp16 1.0
+    if (tid < HOP_ONES / 2) reinterpret_cast<unsigned*>(m.staging)[tid] = 0x3C003C00u;  // fp16 1.0 pairs
     fence_proxy_async();  // the ones, visible to the tensor cores
     __syncthreads();
 

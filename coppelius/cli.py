@@ -81,6 +81,11 @@ def _run(a):
         log.info("run: predicted %d contexts, mean loss %.4f", len(record["predict"]), record["mean_loss"])
 
 
+def _train(a):
+    a.operation, a.predict_from = "train", "start"
+    _run(a)
+
+
 def _sample(a):
     from .host.launch import sample
     options = {"prompt": a.prompt, "prompt_tokens": a.prompt_tokens, "new_tokens": a.tokens,
@@ -115,6 +120,7 @@ def _inspect(a):
 
 
 REQUIRED = {"required": True}
+VALIDATION_HELP = "train: the validation token file, scored at every publication (without it the passes are skipped)"
 # (subcommand, help, handler, arguments): an argument is a name ("--x" required unless listed
 # with options) or (name, options).
 COMMANDS = [
@@ -143,9 +149,13 @@ COMMANDS = [
      [("host_elf", {}), "--checkpoint", "--tokens",
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
       ("--operation", {"default": "train", "choices": ["train", "predict"]}),
-      ("--validation", {"help": "train: the validation token file, scored at every publication"}),
+      ("--validation", {"help": VALIDATION_HELP}),
       ("--predict-from", {"default": "start", "choices": ["start", "checkpoint"],
                           "help": "predict: score from the stream's start or from the checkpoint's cursor"})]),
+    ("train", "the train stage: run a host ELF's training (`run --operation train`)", _train,
+     [("host_elf", {}), "--checkpoint", "--tokens",
+      ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
+      ("--validation", {"help": VALIDATION_HELP})]),
     ("sample", "generate text from a checkpoint: the host ELF's generate operation", _sample,
      [("host_elf", {}), "--checkpoint",
       ("--prompt", {"help": "the prompt's text (byte-level models: its bytes are the ids)"}),

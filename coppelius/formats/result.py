@@ -7,7 +7,8 @@ the end with status "completed" (or "stopped: ..." when the run stops itself).
  "epoch": completed passes over the train stream (the last published checkpoint's),
  "initial_loss", "final_loss",
  "steps": [{"t", "loss", "skipped", "time", "tokens_per_second", "epoch", "step_size"}],
- "validation": {"path", "contexts", "points": [{"t", "loss"}], "seconds"}            (train)
+ "validation": {"path", "contexts", "points": [{"t", "loss"}], "seconds"}            (train; path null and
+                                                no points: the run was given no --validation)
  "predict_from": {"from": "start" | "checkpoint", "cursor"}, "predict": [{"context", "loss"}], "mean_loss"  (predict)
  "skipped", "published": [paths], "status", "timestamps", "tokens_per_second", "tokens_per_second_counts"}
 

@@ -119,7 +119,8 @@ static void put_steps(buffer* b, const result_record* r) {
 
 static void put_validation(buffer* b, const result_record* r) {
     put(b, " \"validation\": {\n  \"contexts\": %llu,\n  \"path\": ", (unsigned long long)r->validation_contexts);
-    put_string(b, r->validation);
+    if (r->validation[0]) put_string(b, r->validation);
+    else put(b, "null");
     put(b, ",\n  \"points\": [");
     for (uint32_t i = 0; i < r->point_count; i++) {
         put(b, "%s\n   {\n    \"loss\": ", i ? "," : "");

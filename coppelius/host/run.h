@@ -9,7 +9,7 @@
 // certified step horizon, payload digest); the token streams (header, at least one context, every
 // id read below vocab; run_streams.c). Then the cpu device, and the host program is walked: its
 // steps fill and read host buffers, issue ring entries, patch the AdamW step words, score the
-// validation stream, publish checkpoints under checkpoints/<run identity>/ with the result record
+// validation stream (skipped without --validation), publish checkpoints under checkpoints/<run identity>/ with the result record
 // (status "interrupted") and record the stats; at the end predictions, final.ckpt and the result
 // record are published.
 #ifndef COPPELIUS_RUN_H
@@ -51,7 +51,8 @@ typedef struct {
 typedef struct {
     const char* elf;                      // the host ELF's path (for the messages)
     char checkpoint_path[4096], tokens_path[4096], out[4096];  // as Python's Path() prints them
-    char validation_path[4096];           // train: the validation stream, scored at every publication
+    char validation_path[4096];           // train: the validation stream, scored at every publication ("": none,
+                                          // the passes skipped)
     int predict, predict_from_checkpoint, generate;
     generation g;                         // generate's options, prompt and sample
     self_image image;
@@ -67,6 +68,7 @@ typedef struct {
     stream_position* at;                  // the stream the cursor steps act on
     double validation_sum, validation_started;  // the pass under way: its losses' in-order sum, its start
     uint64_t validation_count;            // and the contexts it scored
+    int skipping_validation;              // between a skipped pass's validation-begin and validation-end
     char identity[65];                    // the run identity (sha256 hex)
     char folder[4096];                    // OUT/checkpoints/<first 16 hex of the identity>
     char card[256], arch[32];             // the identity note's card, for the device's card check

@@ -287,9 +287,6 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
         return fail(&r->f, "command line: operation is '%s'; use train, predict or generate", operation);
     r->predict = operation[0] == 'p', r->generate = operation[0] == 'g';
     if (r->generate && generate_parse_options(&r->g, &r->f) != 0) return -1;
-    if (!r->predict && !r->generate && !validation)
-        return fail(&r->f, "command line: --validation is missing; a train run scores the validation stream at "
-                    "every publication: give --validation VAL.bin (the workflow's tokens/val.bin)");
     if (r->predict && validation)
         return fail(&r->f, "command line: --validation is for train runs; a predict run scores --tokens");
     if (strcmp(predict_from, "start") != 0 && strcmp(predict_from, "checkpoint") != 0)

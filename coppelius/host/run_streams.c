@@ -37,7 +37,8 @@ static int check_stream(run_state* r, const char* path, stream_position* s, uint
 int run_check_streams(run_state* r) {
     if (!r->predict)
         return check_stream(r, r->tokens_path, &r->train, r->header.cursor, r->run.steps) != 0 ||
-               check_stream(r, r->validation_path, &r->validation, 0, r->run.eval_contexts) != 0 ? -1 : 0;
+               (r->validation_path[0] &&
+                check_stream(r, r->validation_path, &r->validation, 0, r->run.eval_contexts) != 0) ? -1 : 0;
     uint64_t start = r->predict_from_checkpoint ? r->header.cursor : 0;
     if (check_stream(r, r->tokens_path, &r->train, start, r->run.eval_contexts) != 0) return -1;
     r->record.predict_cursor = first_cursor(r, &r->train.tokens, start);

@@ -8,6 +8,7 @@ import functools
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +126,39 @@ def test_resume_is_bit_exact(chains, tmp_path):
     assert [s["t"] for s in second["steps"]] == list(range(7, 13))
     assert Path(one["published"][-1]).read_bytes() == Path(second["published"][-1]).read_bytes()
     assert checkpoint.read_header(second["published"][-1])["step"] == 12
+
+
+def test_a_run_without_validation_skips_its_passes_and_publishes_the_same_bytes(chains, tmp_path):
+    """DESIGN.md's train command has no --validation: the passes are skipped whole, and as a pass changes
+    nothing a later step reads, the losses, predictions and every checkpoint are the same bytes."""
+    _, c = chains
+    scored = run(c["half"], c["half"]["checkpoint"], tmp_path / "scored")
+    proc = subprocess.run([native(c["half"]), "--checkpoint", c["half"]["checkpoint"], "--tokens", c["half"]["train"],
+                           "--out", str(tmp_path / "plain")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    plain = result.read(tmp_path / "plain/result.json")
+    assert [p["t"] for p in scored["validation"]["points"]] == [3, 6] and scored["validation"]["path"] == c["half"]["val"]
+    assert plain["validation"]["path"] is None and plain["validation"]["points"] == [] and plain["status"] == "completed"
+    assert plain["steps"] == [s | {"time": p["time"], "tokens_per_second": p["tokens_per_second"]}
+                              for s, p in zip(scored["steps"], plain["steps"])]
+    assert (plain["initial_loss"], plain["final_loss"]) == (scored["initial_loss"], scored["final_loss"])
+    for name in ("final.ckpt", "predictions.bin"):
+        assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "scored" / name).read_bytes(), name
+    assert [Path(p).read_bytes() for p in plain["published"]] == [Path(p).read_bytes() for p in scored["published"]]
+
+
+def test_the_train_command_is_run_with_operation_train(chains, tmp_path):
+    """`coppelius train` (DESIGN.md: every stage has a command) runs the host ELF as `coppelius run` does."""
+    _, c = chains
+    ran = run(c["half"], c["half"]["checkpoint"], tmp_path / "run")
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "train", native(c["half"]), "--checkpoint",
+                           c["half"]["checkpoint"], "--tokens", c["half"]["train"], "--validation", c["half"]["val"],
+                           "--out", str(tmp_path / "train")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trained = result.read(tmp_path / "train/result.json")
+    assert [s["loss"] for s in trained["steps"]] == [s["loss"] for s in ran["steps"]] and trained["operation"] == "train"
+    assert trained["validation"]["points"] == ran["validation"]["points"]
+    assert (tmp_path / "train/final.ckpt").read_bytes() == (tmp_path / "run/final.ckpt").read_bytes()
 
 
 def test_predict_writes_predictions_and_publishes_nothing(chains, tmp_path):

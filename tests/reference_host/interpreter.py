@@ -104,7 +104,8 @@ class Run:
                        "epoch": self.header["epoch"] if operation == "train" else 0,
                        "steps": [], "predict": [], "skipped": 0, "published": [], "status": "running"}
         if operation == "train":
-            self.record["validation"] = {"path": str(self.validation_path), "points": [], "seconds": 0.0,
+            path = str(self.validation_path) if self.validation_path is not None else None  # None: passes skipped
+            self.record["validation"] = {"path": path, "points": [], "seconds": 0.0,
                                          "contexts": self.plan["run"]["eval_contexts"]}
         elif operation == "predict":
             start = self.header["cursor"] if predict_from == "checkpoint" else 0
@@ -159,8 +160,13 @@ class Run:
         # predict: every scored context's predictions; train: its first forward's; generate: none
         self.predictions = None if self.generation is not None else Publication(self.out / "predictions.bin")
         try:
+            skipping_validation = False  # a run without a validation stream skips each pass whole (run.c's step)
             for _, op, args in walk(self.tables.steps, self.operation, self.new_tokens):
-                if op != "operation":
+                if op == "validation-begin" and self.validation_stream is None:
+                    skipping_validation = True
+                if skipping_validation:
+                    skipping_validation = op != "validation-end"
+                elif op != "operation":
                     faults.point(op)
                     getattr(self, "op_" + op.replace("-", "_"))(**args)
             self.device.synchronize()  # a late device error is this run's error

@@ -13,9 +13,6 @@ def check_command_line(operation: str, validation_path: str | None, predict_from
     """The run's options that do not go together, refused before anything is read."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
-    if operation == "train" and validation_path is None:
-        raise CoppeliusError("command line: --validation is missing; a train run scores the validation stream at "
-                             "every publication: give --validation VAL.bin (the workflow's tokens/val.bin)")
     if operation == "predict" and validation_path is not None:
         raise CoppeliusError("command line: --validation is for train runs; a predict run scores --tokens")
     if predict_from not in ("start", "checkpoint"):

@@ -3,7 +3,7 @@
 # between each pair of consecutive cubins (each change's times alone, and whether it keeps the bits), then the matmul
 # tensor-core tests and compute-sanitizer's TOOLS at SHAPES (test ids joined by "or") on the last cubin. From the
 # root of the last branch's tree on the card (its geometry launches every cubin), $OUT set, the carried wheels
-# installed (docs/notes/gpu-speed.md); each part's log under $OUT and its tail here. at most 2 minutes a pair and
+# installed (docs/notes/gpu-speed.md); each part's log under $OUT and its tail here. At most 2 minutes a pair and
 # ~5 the rest (a device call ends at 600 s).
 #     [TOOLS="memcheck racecheck"] bash bench/experiments/branch_checks.sh "SHAPES" main.cubin a.cubin [b.cubin ...]
 set -uo pipefail

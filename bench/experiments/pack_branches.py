@@ -4,11 +4,11 @@ all in one xz tarball (xz shrinks a cubin ~8x: the device's carry holds 64 MiB w
 untracked and unpack it on the card with `tar -xJf cub.tar.xz -C /tmp/cub`.
     python bench/experiments/pack_branches.py cub.tar.xz main=main mc=experiment/pingpong-multicast ..."""
 import io
+import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
-import subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

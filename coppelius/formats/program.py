@@ -79,11 +79,12 @@ def flatten(steps: list) -> list:
     return flat
 
 
-def walk(program: list, operation: str, new_tokens: int = 0):
+def walk(program: list, operation: str, new_tokens: int = 0, validate: bool = True):
     """Yield (pc, op, args) for every step a run of `operation` (train, predict or generate) executes,
     repeats expanded (a null count: `new_tokens` times), up to the first `end`; `operation` steps are
-    yielded too, as markers. The one walker: the runtime runs what it yields and admission traces it
-    (docs/formats.md, the walker)."""
+    yielded too, as markers. Without `validate` (a train run given no validation stream) each validation
+    pass, validation-begin through the next validation-end, is left out. The one walker: the runtime runs
+    what it yields and admission traces it (docs/formats.md, the walker)."""
     def block(pc: int, end: int):
         while pc < end:
             op, args = program[pc]
@@ -95,6 +96,9 @@ def walk(program: list, operation: str, new_tokens: int = 0):
                 continue
             if op == "end":
                 return True
+            if op == "validation-begin" and not validate:
+                pc = next((i for i in range(pc + 1, end) if program[i][0] == "validation-end"), end) + 1
+                continue
             yield pc, op, args
             pc = args[operation] if op == "operation" and operation != "train" else pc + 1
         return False

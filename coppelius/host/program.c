@@ -43,6 +43,7 @@ typedef struct {
     const program* p;
     int operation;
     uint64_t new_tokens;
+    int validate;
     step_visitor visit;
     void* context;
     int result;
@@ -61,6 +62,14 @@ static int walk(walk_state* w, uint64_t pc, uint64_t end) {
             continue;
         }
         if (s.op == STEP_END) return 1;
+        if (s.op == STEP_VALIDATION_BEGIN && !w->validate) {  // the pass, through its validation-end, left out
+            while (++pc < end) {
+                memcpy(&s, w->p->steps + pc, sizeof s);
+                if (s.op == STEP_VALIDATION_END) break;
+            }
+            pc++;
+            continue;
+        }
         int stop = w->visit(w->context, &s);
         if (stop) {
             w->result = stop;
@@ -73,8 +82,9 @@ static int walk(walk_state* w, uint64_t pc, uint64_t end) {
     return 0;
 }
 
-int program_walk(const program* p, int operation, uint64_t new_tokens, step_visitor visit, void* context) {
-    walk_state w = {p, operation, new_tokens, visit, context, 0};
+int program_walk(const program* p, int operation, uint64_t new_tokens, int validate, step_visitor visit,
+                 void* context) {
+    walk_state w = {p, operation, new_tokens, validate, visit, context, 0};
     walk(&w, 0, p->count);
     return w.result;
 }

@@ -2,7 +2,8 @@
 // run's steps as 48-byte records flattened in pre-order, checked once, then walked for an
 // operation. The walker is the document's, exactly: a repeat runs its body `count` times (count
 // 2^64-1: once per new token of a generate run), `end` stops the whole walk, `operation` is yielded
-// as a marker and skips `body` records for predict, `count` records for generate.
+// as a marker and skips `body` records for predict, `count` records for generate; without `validate` each
+// validation pass (validation-begin through the next validation-end) is skipped whole.
 #ifndef COPPELIUS_PROGRAM_H
 #define COPPELIUS_PROGRAM_H
 #include <stdint.h>
@@ -39,9 +40,10 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
 
 // Called for each step the walk yields; a nonzero return stops the walk and is returned by it.
 typedef int (*step_visitor)(void* context, const program_step* step);
-// Walk for an OPERATION_* (new_tokens: a generate run's). 0 when the program ran to its end, else the
-// visitor's value.
-int program_walk(const program* p, int operation, uint64_t new_tokens, step_visitor visit, void* context);
+// Walk for an OPERATION_* (new_tokens: a generate run's; validate: 0 for a train run given no validation stream).
+// 0 when the program ran to its end, else the visitor's value.
+int program_walk(const program* p, int operation, uint64_t new_tokens, int validate, step_visitor visit,
+                 void* context);
 
 // The AdamW step size of step t (docs/formats.md, "The step-size rule"): binary64, powers by
 // repeated squaring, one rounding to binary32.

@@ -289,10 +289,6 @@ static int op_record_stat(run_state* r, uint32_t kind) {
 
 static int step(void* context, const program_step* s) {
     run_state* r = context;
-    // a validation pass changes nothing a later step reads (its forward's report is restored), so a run without
-    // a validation stream leaves its steps out, and its checkpoints are the same bytes
-    if (s->op == STEP_VALIDATION_BEGIN && !r->validation_path[0]) r->skipping_validation = 1;
-    if (r->skipping_validation) return r->skipping_validation = s->op != STEP_VALIDATION_END, 0;
     if (s->op != STEP_OPERATION) fault_point(STEP_NAMES[s->op]);
     uint8_t* into;
     switch (s->op) {
@@ -384,7 +380,7 @@ int run_execute(run_state* r) {
         r->predictions_open = 1;
     }
     int operation = r->generate ? OPERATION_GENERATE : r->predict ? OPERATION_PREDICT : OPERATION_TRAIN;
-    if (program_walk(&r->steps, operation, r->g.new_tokens, step, r) != 0) return -1;
+    if (program_walk(&r->steps, operation, r->g.new_tokens, r->validation_path[0] != 0, step, r) != 0) return -1;
     if (r->generate) return 0;  // it publishes the sample alone (write-sample)
     int error;
     if (finish(r, &error, &ignored) != 0) return publication_failed(r, error, "the run's last outputs"), -1;

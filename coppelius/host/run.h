@@ -68,7 +68,6 @@ typedef struct {
     stream_position* at;                  // the stream the cursor steps act on
     double validation_sum, validation_started;  // the pass under way: its losses' in-order sum, its start
     uint64_t validation_count;            // and the contexts it scored
-    int skipping_validation;              // between a skipped pass's validation-begin and validation-end
     char identity[65];                    // the run identity (sha256 hex)
     char folder[4096];                    // OUT/checkpoints/<first 16 hex of the identity>
     char card[256], arch[32];             // the identity note's card, for the device's card check

@@ -160,13 +160,9 @@ class Run:
         # predict: every scored context's predictions; train: its first forward's; generate: none
         self.predictions = None if self.generation is not None else Publication(self.out / "predictions.bin")
         try:
-            skipping_validation = False  # a run without a validation stream skips each pass whole (run.c's step)
-            for _, op, args in walk(self.tables.steps, self.operation, self.new_tokens):
-                if op == "validation-begin" and self.validation_stream is None:
-                    skipping_validation = True
-                if skipping_validation:
-                    skipping_validation = op != "validation-end"
-                elif op != "operation":
+            validate = self.validation_path is not None  # a train run without one skips its passes
+            for _, op, args in walk(self.tables.steps, self.operation, self.new_tokens, validate):
+                if op != "operation":
                     faults.point(op)
                     getattr(self, "op_" + op.replace("-", "_"))(**args)
             self.device.synchronize()  # a late device error is this run's error

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
             fprintf(stderr, "%s\n", f.line);
             return 1;
         }
-        return program_walk(&p, strcmp(argv[3], "predict") == 0, 0, print_step, NULL);
+        return program_walk(&p, strcmp(argv[3], "predict") == 0, 0, 1, print_step, NULL);
     }
     int waits = argc == 5 && strcmp(argv[1], "waits") == 0;
     if ((argc >= 6 && strcmp(argv[1], "issue") == 0) || waits) {

@@ -51,6 +51,27 @@ def test_nothing_changed_nothing_rebuilt(workspace):
     assert "Nothing to be done" in output and new_misses(store, before) == []
 
 
+def test_a_code_edit_reruns_the_rules_that_run_it(workspace):
+    """An edit of the host runtime (or a new version of the package) reruns the elf rule, whose store key it
+    changes, and no rule before it; put back, the rule reruns once more and the store serves the first ELF."""
+    clone, store = workspace
+    build(clone, store)
+    first = (clone / "results/cpu/host.elf").read_bytes()
+    before = misses(store)
+    source = clone / "coppelius/host/main.c"
+    text = source.read_text()
+    source.write_text(text + "\n// an edit\n")
+    try:
+        output = build(clone, store)
+    finally:
+        source.write_text(text)
+    assert "Nothing to be done" not in output and new_misses(store, before) == ["elf"]
+    assert "rule plan:" not in output and "rule elf:" in output
+    before = misses(store)
+    build(clone, store)
+    assert new_misses(store, before) == [] and (clone / "results/cpu/host.elf").read_bytes() == first
+
+
 def test_touch_without_change_rebuilds_nothing(workspace):
     clone, store = workspace
     build(clone, store)

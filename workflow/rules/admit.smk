@@ -16,6 +16,7 @@ rule admit:
         bench("admit")
     params:
         coppelius=COPPELIUS,
+        code=code_version("admit"),
         realization=lambda wildcards, input: folder(input.realization),
         tables=lambda wildcards, input: folder(input.tables),
     shell:

@@ -4,6 +4,7 @@ import os
 import shlex
 import sys
 
+from coppelius import cas, stages
 from coppelius.config import resolve
 from coppelius.errors import CoppeliusError
 from coppelius.formats.elf import host_machine
@@ -35,6 +36,15 @@ SETTINGS = " ".join(
 def out(name):
     """A readable path under results/TARGET/."""
     return f"{TARGET_DIR}/{name}"
+
+
+def code_version(*names):
+    """The digest of the code the stages run (coppelius.stages.code), a rule's params: an edit or an upgrade of
+    that code reruns the rule, and the store still serves a stage whose own key did not change.
+    """
+    return cas.code_digest(
+        sorted({path for name in names for path in stages.code(name)})
+    )
 
 
 def bench(rule):

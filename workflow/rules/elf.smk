@@ -13,6 +13,7 @@ rule elf:
         bench("elf")
     params:
         coppelius=COPPELIUS,
+        code=code_version("elf"),
         realization=lambda wildcards, input: folder(input.realization),
         tables=lambda wildcards, input: folder(input.tables),
     shell:

@@ -17,5 +17,6 @@ rule import_weights:
         bench("import")
     params:
         coppelius=COPPELIUS,
+        code=code_version("import"),
     shell:
         "{params.coppelius} --log {log} import {input.weights:q} --config {input.config} --out {output}"

@@ -9,5 +9,6 @@ rule init:
         bench("init")
     params:
         coppelius=COPPELIUS,
+        code=code_version("init"),
     shell:
         "{params.coppelius} --log {log} init --config {input.config} --out {output}"

@@ -9,5 +9,6 @@ rule plan:
         bench("plan")
     params:
         coppelius=COPPELIUS,
+        code=code_version("plan"),
     shell:
         "{params.coppelius} --log {log} plan --config {input.config} --out {output}"

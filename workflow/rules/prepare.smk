@@ -10,5 +10,6 @@ rule prepare:
         bench("prepare")
     params:
         coppelius=COPPELIUS,
+        code=code_version("prepare"),
     shell:
         "{params.coppelius} --log {log} prepare --config {input.config} --train {output.train} --val {output.val}"

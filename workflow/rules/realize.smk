@@ -10,6 +10,7 @@ rule realize:
         bench("realize")
     params:
         coppelius=COPPELIUS,
+        code=code_version("realize", "compile"),
         folder=lambda wildcards, output: folder(output),
     shell:
         "{params.coppelius} --log {log} realize --config {input.config} --plan {input.plan} --out {params.folder}"
@@ -27,6 +28,7 @@ rule tables:
         bench("tables")
     params:
         coppelius=COPPELIUS,
+        code=code_version("tables"),
         realization=lambda wildcards, input: folder(input.realization),
         folder=lambda wildcards, output: folder(output),
     shell:

@@ -20,7 +20,10 @@ what it read and refuses any difference, so a changed byte anywhere is refused.
 
 The native form (coppelius/host/build.py: link_host_executable) is the C host runtime linked by
 zig cc around the same note and sections (ET_EXEC, with program headers). The reader finds them
-by name there and checks every section against the note's digest; the code is the linker's.
+by name there and checks every section against the note's digest; the code is the linker's. Its
+section .coppelius_sha256 (32 bytes, not loaded) holds the sha256 of the whole file with those 32
+bytes zero, written after the link: a changed byte of the code, the headers or the length is
+refused too (by this reader, and by the runtime itself before it uses anything).
 """
 import hashlib
 import io
@@ -43,6 +46,7 @@ _EM_NAMES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}  # pyelftools' name
 FORMAT, VERSION = "coppelius-host-elf", 1
 NOTE_SECTION, SECTION_PREFIX, NOTE_NAME = ".note.coppelius", ".coppelius.", b"Coppelius\0"
 NT_IDENTITY, NT_IDENTITY_SHA256 = 1, 2
+FILE_SECTION = ".coppelius_sha256"  # the native form's whole-file digest (not a .coppelius.NAME section)
 DATA_ALIGN = 256
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}\Z")
 _HEX = re.compile(r"[0-9a-f]{64}\Z")
@@ -280,7 +284,32 @@ def _parse_executable(bad, elf, data: bytes, machine: str) -> HostElf:
     if set(found) != set(doc["sections"]):
         raise bad(".coppelius sections", sorted(found), f"expected {sorted(doc['sections'])} as listed in "
                   f"{NOTE_SECTION}; {_REBUILD}")
-    return HostElf(machine, doc["identity"], _checked_sections(bad, doc, found), dict(doc["sections"]))
+    checked = _checked_sections(bad, doc, found)
+    _check_file_digest(bad, elf, data)
+    return HostElf(machine, doc["identity"], checked, dict(doc["sections"]))
+
+
+def file_digest_extent(elf: ELFFile) -> tuple[int, int] | None:
+    """(file offset, size) of the native host ELF's .coppelius_sha256 section, or None."""
+    section = elf.get_section_by_name(FILE_SECTION)
+    return None if section is None else (section["sh_offset"], section["sh_size"])
+
+
+def file_digest(data: bytes, offset: int) -> bytes:
+    """The sha256 of the file with its 32 digest bytes at `offset` taken as zero."""
+    return hashlib.sha256(data[:offset] + bytes(32) + data[offset + 32:]).digest()
+
+
+def _check_file_digest(bad, elf, data: bytes) -> None:
+    extent = file_digest_extent(elf)
+    if extent is None or extent[1] != 32 or extent[0] + 32 > len(data):
+        raise bad(FILE_SECTION, "missing" if extent is None else extent,
+                  f"a native host ELF records its whole file's sha256 in 32 bytes there; {_REBUILD}")
+    recorded, got = data[extent[0]:extent[0] + 32], file_digest(data, extent[0])
+    if recorded != got:
+        raise bad(f"whole-file sha256 ({FILE_SECTION} taken as zero)", got.hex()[:16],
+                  f"{FILE_SECTION} records {recorded.hex()[:16]}: the file is damaged (its code, headers or length "
+                  f"changed since the build); copy it again, or {_REBUILD}")
 
 
 def _read_note(bad, raw: bytes) -> dict:

@@ -93,7 +93,9 @@ def link_host_executable(path, machine: str, identity: dict, sections: dict) -> 
     The sections are assembled from a generated file of `.incbin` directives (no objcopy). They are
     not loaded (no "a" flag): the runtime reads them from its own file, /proc/self/exe.
     """
-    from ..formats.elf import DATA_ALIGN, NOTE_SECTION, SECTION_PREFIX, identity_note
+    from elftools.elf.elffile import ELFFile
+    from ..formats.elf import DATA_ALIGN, FILE_SECTION, NOTE_SECTION, SECTION_PREFIX, file_digest, \
+        file_digest_extent, identity_note
     from ..formats.publish import Publication
     note, blobs = identity_note(identity, sections)
     with tempfile.TemporaryDirectory(prefix="coppelius-link-") as work:
@@ -105,11 +107,17 @@ def link_host_executable(path, machine: str, identity: dict, sections: dict) -> 
             (work / f"section{i}.bin").write_bytes(blob)
             lines += [f'.section {SECTION_PREFIX}{name},"",@progbits', f".balign {DATA_ALIGN}",
                       f'.incbin "section{i}.bin"']
+        lines += [f'.section {FILE_SECTION},"",@progbits', ".balign 8", ".zero 32"]  # filled in after the link
         assembler = work / "sections.S"
         assembler.write_text("\n".join(lines) + "\n")
         out = work / "host.elf"
         # .incbin names are relative to the assembler file's folder, given as an include path
         compile_program(machine, [*runtime_sources(), assembler], out, include_dirs=[HOST_DIR, work])
+        data = bytearray(out.read_bytes())
+        with open(out, "rb") as linked:
+            offset, size = file_digest_extent(ELFFile(linked))
+        assert size == 32 and data[offset:offset + 32] == bytes(32), "the linker moved or filled the digest slot"
+        data[offset:offset + 32] = file_digest(bytes(data), offset)
         with Publication(path) as published:
-            published.file.write(out.read_bytes())
+            published.file.write(bytes(data))
         os.chmod(path, 0o755)

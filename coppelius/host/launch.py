@@ -4,7 +4,8 @@ Every target's host ELF is a native program (coppelius/host/run.c, with the cpu 
 device) that checks its inputs, trains or predicts and publishes everything itself; this wrapper only
 decides that it can run here, executes it, passes its progress lines through, turns its one-line
 refusal into this command's (a CoppeliusError) and dies by the same signal when it is killed (so that
-a SIGKILL reads the same to whoever waits on `coppelius run`). The Python reference host the native
+a SIGKILL reads the same to whoever waits on `coppelius run`); a program that faulted (SIGSEGV, SIGBUS,
+...) is refused in one line instead. The Python reference host the native
 run is checked against lives with the tests (tests/reference_host), not here.
 """
 import os
@@ -17,18 +18,21 @@ from ..errors import CoppeliusError
 from ..formats import result
 from ..formats.elf import host_machine, read_host_elf
 
+FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT, signal.SIGSYS}
 ET_REL = 1  # the ELF type of a container of tables without code (coppelius/formats/elf.py)
 
 
 def run(host_elf: str, checkpoint_path: str, tokens_path: str, out_dir: str, operation: str = "train",
-        validation_path: str | None = None, predict_from: str = "start") -> dict:
+        validation_path: str | None = None, predict_from: str | None = None) -> dict:
     """Execute a host ELF: train (scoring `validation_path` at every publication), or predict only (from the
     stream's start or the checkpoint's cursor); its result record. The host ELF checks the options."""
     if operation not in ("train", "predict"):
         raise CoppeliusError(f"command line: operation is {operation!r}; use train or predict")
     native = _native(host_elf)
     command = [native, "--checkpoint", str(checkpoint_path), "--tokens", str(tokens_path), "--out", str(out_dir),
-               "--operation", operation, "--predict-from", predict_from]
+               "--operation", operation]
+    if predict_from is not None:
+        command += ["--predict-from", predict_from]
     if validation_path is not None:
         command += ["--validation", str(validation_path)]
     env = os.environ | ({"COPPELIUS_PROGRESS_TTY": "1"} if sys.stderr.isatty() else {})
@@ -93,7 +97,11 @@ def _execute(command: list[str], env: dict) -> str | None:
             pending = b""
         sys.stderr.flush()
     status = proc.wait()
-    if status < 0:
+    if -status in FAULTS:  # the program itself failed: a damaged file, or a defect; say so instead of dying of it
+        raise CoppeliusError(f"{command[0]}: the host ELF died of {signal.Signals(-status).name}; check the file with "
+                             f"`coppelius inspect` and `{Path(command[0]).name} --verify`, or rebuild it with "
+                             f"`snakemake`")
+    if status < 0:  # a signal from outside (kill, Ctrl-C): this process goes the same way
         os.kill(os.getpid(), -status)
     last = (held or b"").decode(errors="replace").strip()
     if status == 0:

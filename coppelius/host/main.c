@@ -68,32 +68,74 @@ static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation tr
                             "--prompt TEXT|--prompt-tokens FILE --new-tokens N [--temperature X] [--top-k K] [--seed S] "
                             "--out FILE, or --verify";
 
+enum { TRAIN = 1, PREDICT = 2, GENERATE = 4 };
+
+typedef struct {
+    const char* name;
+    const char** value;
+    unsigned operations;  // the operations that take it
+    const char* give;     // what an empty value should have been
+} option;
+
+static unsigned operation_bit(const char* operation) {
+    return strcmp(operation, "train") == 0     ? TRAIN
+           : strcmp(operation, "predict") == 0 ? PREDICT
+           : strcmp(operation, "generate") == 0 ? GENERATE
+                                                : 0;  // run_check_inputs names it
+}
+
 // The run: 0 when it completed, 1 with its one line on stderr otherwise.
 static int run(const char* self, int argc, char** argv) {
     static run_state state;  // zeroed
     generation* g = &state.g;
-    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = "train", *validation = NULL;
-    const char* predict_from = "start";
+    const char *checkpoint = NULL, *tokens = NULL, *out = NULL, *operation = NULL, *validation = NULL;
+    const char* predict_from = NULL;
+    const option options[] = {
+        {"--checkpoint", &checkpoint, TRAIN | PREDICT | GENERATE, "a checkpoint file"},
+        {"--tokens", &tokens, TRAIN | PREDICT, "a token file"},
+        {"--out", &out, TRAIN | PREDICT | GENERATE, "a folder for the outputs (a file path for generate's sample)"},
+        {"--operation", &operation, TRAIN | PREDICT | GENERATE, "train, predict or generate"},
+        {"--validation", &validation, TRAIN, "a token file"},
+        {"--predict-from", &predict_from, PREDICT, "start or checkpoint"},
+        {"--prompt", &g->prompt, GENERATE, "at least one character of text"},
+        {"--prompt-tokens", &g->prompt_tokens, GENERATE, "a file of token ids"},
+        {"--new-tokens", &g->new_tokens_text, GENERATE, "a whole number of tokens"},
+        {"--temperature", &g->temperature_text, GENERATE, "a finite number >= 0"},
+        {"--top-k", &g->top_k_text, GENERATE, "a whole number"},
+        {"--seed", &g->seed_text, GENERATE, "a whole number"},
+    };
+    enum { OPTIONS = sizeof options / sizeof options[0] };
     for (int i = 1; i < argc; i++) {
-        const char** value = strcmp(argv[i], "--checkpoint") == 0 ? &checkpoint
-                             : strcmp(argv[i], "--tokens") == 0  ? &tokens
-                             : strcmp(argv[i], "--out") == 0     ? &out
-                             : strcmp(argv[i], "--operation") == 0 ? &operation
-                             : strcmp(argv[i], "--validation") == 0 ? &validation
-                             : strcmp(argv[i], "--predict-from") == 0 ? &predict_from
-                             : strcmp(argv[i], "--prompt") == 0 ? &g->prompt
-                             : strcmp(argv[i], "--prompt-tokens") == 0 ? &g->prompt_tokens
-                             : strcmp(argv[i], "--new-tokens") == 0 ? &g->new_tokens_text
-                             : strcmp(argv[i], "--temperature") == 0 ? &g->temperature_text
-                             : strcmp(argv[i], "--top-k") == 0 ? &g->top_k_text
-                             : strcmp(argv[i], "--seed") == 0 ? &g->seed_text : NULL;
-        if (!value || i + 1 == argc) {
+        const option* o = NULL;
+        for (int k = 0; k < OPTIONS && !o; k++)
+            if (strcmp(argv[i], options[k].name) == 0) o = &options[k];
+        if (!o || i + 1 == argc) {
             fprintf(stderr, "command line: argument %s is not one of %s; give those\n", argv[i], USAGE);
             return 1;
         }
-        *value = argv[++i];
+        const char* value = argv[++i];
+        if (*o->value) {  // the last one winning would silently run on another file than the user meant
+            fprintf(stderr, "command line: %s is given twice ('%s' and '%s'); give it once\n", o->name, *o->value,
+                    value);
+            return 1;
+        }
+        if (!value[0]) {  // an unset shell variable: "" would mean the working folder
+            fprintf(stderr, "command line: %s is empty; give %s\n", o->name, o->give);
+            return 1;
+        }
+        *o->value = value;
     }
-    int generate = strcmp(operation, "generate") == 0;  // it reads a prompt, not a token stream
+    if (!operation) operation = "train";
+    unsigned bit = operation_bit(operation);
+    for (int k = 0; k < OPTIONS && bit; k++) {
+        int said_later = bit == PREDICT && options[k].value == &validation;  // run_check_inputs: what predict scores
+        if (*options[k].value && !(options[k].operations & bit) && !said_later) {
+            fprintf(stderr, "command line: %s is not for --operation %s; leave it out\n", options[k].name, operation);
+            return 1;
+        }
+    }
+    if (!predict_from) predict_from = "start";
+    int generate = bit == GENERATE;  // it reads a prompt, not a token stream
     if (!checkpoint || (!tokens && !generate) || !out) {
         fprintf(stderr, "command line: %s is missing; give %s\n", !checkpoint ? "--checkpoint"
                 : !tokens && !generate ? "--tokens" : "--out", USAGE);

@@ -365,6 +365,9 @@ int run_execute(run_state* r) {
                     r->elf, &r->f) != 0)
         return -1;
     r->device_open = 1;
+    int unmade = r->generate ? 0 : make_folders(r->out);  // checked writable (run_check_inputs)
+    if (unmade)
+        return fail(&r->f, "%s: --out cannot be made (%s); give a folder you can write to", r->out, strerror(unmade));
     r->issued = calloc(r->tables.ring.count + 1, 1);
     r->checkpoint_file = fopen(r->checkpoint_path, "rb");
     if (!r->issued || !r->checkpoint_file)

@@ -30,14 +30,23 @@ static void python_path(const char* path, char* out, size_t room) {
     out[n] = 0;
 }
 
+// A folder the run can write, or can create: a missing one is made only once every input has passed
+// (run_execute), so that a refused run leaves nothing behind; here its nearest existing ancestor is probed.
 static int check_writable_folder(const char* path, const char* flag, failure* f) {
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
         return fail(f, "%s: %s names a file, not a folder; give a folder for the outputs", path, flag);
-    char probe[4200];
-    int error = make_folders(path);
+    char probe[4200], existing[4096];
+    snprintf(existing, sizeof existing, "%s", path);
+    while (stat(existing, &st) != 0 && errno == ENOENT && strcmp(existing, ".") != 0 && strcmp(existing, "/") != 0) {
+        char* slash = strrchr(existing, '/');
+        if (!slash) snprintf(existing, sizeof existing, ".");
+        else if (slash == existing) existing[1] = 0;
+        else *slash = 0;
+    }
+    int error = stat(existing, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
     if (!error) {
-        int fd = make_temporary(probe, sizeof probe, path, "writable");
+        int fd = make_temporary(probe, sizeof probe, existing, "writable");
         if (fd < 0) error = errno;
         else close(fd), unlink(probe);
     }
@@ -47,11 +56,19 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
     return 0;
 }
 
-// generate's --out names the sample file: not a folder, in a writable folder (tests/reference_host/generate.py).
-static int check_sample_path(run_state* r) {
-    struct stat st;
+// generate's --out names the sample file: not a folder, not one of the run's inputs (the sample would replace
+// it), in a writable folder (tests/reference_host/generate.py).
+static int check_sample_path(run_state* r, const char* checkpoint) {
+    struct stat st, input;
     if (stat(r->out, &st) == 0 && S_ISDIR(st.st_mode))
         return fail(&r->f, "%s: --out names a folder; give a file path for the sample", r->out);
+    const char* inputs[][2] = {{"the --checkpoint file", checkpoint}, {"the --prompt-tokens file", r->g.prompt_tokens},
+                               {"the host ELF", r->elf}};
+    for (int i = 0; i < 3 && stat(r->out, &st) == 0; i++)
+        if (inputs[i][1] && stat(inputs[i][1], &input) == 0 && input.st_dev == st.st_dev &&
+            input.st_ino == st.st_ino)
+            return fail(&r->f, "%s: --out is %s, which the sample would replace; give another path for the sample",
+                        r->out, inputs[i][0]);
     char folder[4096];
     const char* slash = strrchr(r->out, '/');
     if (!slash) snprintf(folder, sizeof folder, ".");
@@ -227,9 +244,12 @@ static int check_matches(run_state* r) {
 
 static int check_checkpoint(run_state* r) {
     const char* path = r->checkpoint_path;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return fail(&r->f, "%s: --checkpoint names a folder; give a checkpoint file", path);
     if (checkpoint_read_header(path, &r->header, &r->f) != 0 || check_matches(r) != 0) return -1;
-    uint64_t end = r->header.step + r->run.steps;
-    if (!r->predict && !r->generate && end > r->horizon)
+    uint64_t end = r->header.step + r->run.steps;  // end < step: a forged step near 2^64 wrapped
+    if (!r->predict && !r->generate && (end < r->header.step || end > r->horizon))
         return fail(&r->f, "%s: checkpoint step is %llu; %u more steps reach step %llu, past step %llu, the last the "
                     "host's AdamW step sizes are certified for; resume from an earlier checkpoint or change lr or the "
                     "betas and rebuild", path, (unsigned long long)r->header.step, r->run.steps,
@@ -296,7 +316,7 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
     python_path(checkpoint, r->checkpoint_path, sizeof r->checkpoint_path);
     python_path(tokens ? tokens : "", r->tokens_path, sizeof r->tokens_path);
     python_path(out, r->out, sizeof r->out);
-    if ((r->generate ? check_sample_path(r) : check_writable_folder(r->out, "--out", &r->f)) != 0 ||
+    if ((r->generate ? check_sample_path(r, checkpoint) : check_writable_folder(r->out, "--out", &r->f)) != 0 ||
         self_open(elf, &r->image, &r->f) != 0)
         return -1;
     uint8_t digest[32];

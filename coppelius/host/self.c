@@ -243,11 +243,37 @@ static int check_note(self_image* image, failure* f) {
     return check_unlisted(image, f);
 }
 
+// A native host ELF (ET_EXEC) records the sha256 of its whole file, those 32 bytes taken as zero, in section
+// .coppelius_sha256 (coppelius/formats/elf.py): a changed byte of its code, headers or length is refused here.
+static int check_file_digest(self_image* image, failure* f) {
+    if (image->type != 2) return 0;  // the ET_REL container: its reader rebuilds it byte for byte
+    uint64_t bytes;
+    uint32_t type;
+    uint8_t* slot = (uint8_t*)find_section(image, ".coppelius_sha256", &bytes, &type);
+    if (!slot || bytes != 32)
+        return fail(f, "%s: section .coppelius_sha256 (32 bytes, the file's sha256) is missing; " REBUILD,
+                    image->path);
+    uint8_t recorded[32], digest[32];
+    memcpy(recorded, slot, 32);
+    memset(slot, 0, 32);
+    sha256(image->file, image->file_bytes, digest);
+    memcpy(slot, recorded, 32);
+    if (memcmp(digest, recorded, 32) != 0) {
+        char got[65], want[65];
+        sha256_hex(digest, got);
+        sha256_hex(recorded, want);
+        return fail(f, "%s: whole-file sha256 (.coppelius_sha256 taken as zero) is %.16s; .coppelius_sha256 records "
+                    "%.16s: the file is damaged (its code, headers or length changed since the build); copy it again, "
+                    "or " REBUILD, image->path, got, want);
+    }
+    return 0;
+}
+
 int self_open(const char* path, self_image* image, failure* f) {
     memset(image, 0, sizeof *image);
     image->path = path;
     if (read_whole(path, image, f) != 0) return -1;
-    if (check_headers(image, f) != 0 || check_note(image, f) != 0) {
+    if (check_headers(image, f) != 0 || check_note(image, f) != 0 || check_file_digest(image, f) != 0) {
         self_close(image);
         image->path = path;
         return -1;

@@ -1,7 +1,8 @@
 // self.h: the host ELF reading itself. The whole file (/proc/self/exe, or a path for tests) is
 // read into memory once; its section headers are checked and looked up by name; the identity
 // note (.note.coppelius) is checked against its own digest, and every section it lists
-// (.coppelius.NAME) against the sha256 it records, before any of them is used.
+// (.coppelius.NAME) against the sha256 it records, and a native one's whole file against the sha256 in its
+// .coppelius_sha256 section, before any of them is used.
 //
 // The note is what coppelius/formats/elf.py writes: two records named "Coppelius\0", type 1 the
 // canonical JSON {"format":"coppelius-host-elf","identity":{...},"sections":{NAME:HEX},"version":1},

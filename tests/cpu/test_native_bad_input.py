@@ -7,10 +7,12 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from coppelius.formats import checkpoint, result, tokens
@@ -158,6 +160,35 @@ def test_missing_files_and_arguments(built, tmp_path):
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--tokens is missing" in proc.stderr
 
 
+def test_a_flag_given_twice_empty_or_for_another_operation_is_refused(built, tmp_path):
+    _, p, elf, *_ = built
+    line = refused(elf, p["checkpoint"], p["train"], tmp_path / "o", options=("--checkpoint", str(p["val"])))
+    assert line == f"command line: --checkpoint is given twice ('{p['checkpoint']}' and '{p['val']}'); give it once"
+    line = refused(elf, p["checkpoint"], p["train"], tmp_path / "o", options=("--prompt", "def "))
+    assert line == "command line: --prompt is not for --operation train; leave it out"
+    line = refused(elf, p["checkpoint"], p["train"], tmp_path / "o", options=("--predict-from", "checkpoint"))
+    assert line == "command line: --predict-from is not for --operation train; leave it out"
+    line = refused(elf, p["checkpoint"], p["train"], tmp_path / "o", "predict", options=("--seed", "3"))
+    assert line == "command line: --seed is not for --operation predict; leave it out"
+    # an unset shell variable: --out "" would be the working folder, whose result.json is the user's
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "result.json").write_text("mine")
+    proc = subprocess.run([elf, "--checkpoint", p["checkpoint"], "--tokens", p["val"], "--out", "", "--operation",
+                           "predict"], capture_output=True, text=True, cwd=work, timeout=120)
+    assert proc.returncode == 1 and proc.stderr == ("command line: --out is empty; give a folder for the outputs (a "
+                                                    "file path for generate's sample)\n")
+    assert sorted(os.listdir(work)) == ["result.json"] and (work / "result.json").read_text() == "mine"
+
+
+def test_a_refused_run_makes_no_out_folder(built, tmp_path):
+    _, p, elf, *_ = built
+    assert "--checkpoint names a folder; give a checkpoint file" in refused(elf, tmp_path, p["train"],
+                                                                           tmp_path / "new" / "out")
+    assert "cannot read the checkpoint" in refused(elf, tmp_path / "none.ckpt", p["train"], tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()
+
+
 def test_out_is_checked_before_any_work(built, tmp_path):
     _, p, elf, *_ = built
     a_file = tmp_path / "a-file"
@@ -183,6 +214,31 @@ def test_tampered_host_elf_is_refused_before_any_device(built, tmp_path):
     bad.write_bytes(bytes(tampered))
     bad.chmod(0o755)
     assert ".coppelius.launches" in refused(bad, p["checkpoint"], p["train"], tmp_path / "o")
+
+
+@pytest.mark.parametrize("section", [".text", ".rodata", ".dynsym"])
+def test_a_changed_byte_of_the_code_or_its_tables_is_refused(built, tmp_path, section):
+    """Outside the .coppelius sections too: the whole file's sha256 (.coppelius_sha256), checked by the host ELF
+    before it uses anything and by `coppelius run` and `coppelius inspect` before they execute or describe it."""
+    _, p, elf, *_ = built
+    with open(elf, "rb") as f:
+        header = ELFFile(f).get_section_by_name(section)
+        where = header["sh_offset"] + header["sh_size"] // 2
+    tampered = bytearray(Path(elf).read_bytes())
+    tampered[where] ^= 0x10
+    bad = tmp_path / "input" / "host.elf"
+    bad.parent.mkdir()
+    bad.write_bytes(bytes(tampered))
+    bad.chmod(0o755)
+    words = "the file is damaged (its code, headers or length changed since the build)"
+    if section != ".dynsym":  # the dynamic loader reads that before the program runs
+        assert words in refused(bad, p["checkpoint"], p["train"], tmp_path / "o")
+    for command in (["run", str(bad), "--checkpoint", str(p["checkpoint"]), "--tokens", str(p["train"]), "--out",
+                     str(tmp_path / "o")], ["inspect", str(bad)]):
+        proc = subprocess.run([sys.executable, "-m", "coppelius", *command], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_an_embedded_certificate_that_does_not_admit_its_sections_is_refused(built, tmp_path):

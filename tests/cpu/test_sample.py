@@ -155,6 +155,22 @@ def test_out_naming_a_folder_is_refused(chains, tmp_path):
     assert not Path(tmp_path / "sample.txt").exists()
 
 
+def test_out_naming_an_input_is_refused(chains, tmp_path):
+    paths = chains["bytes"]
+    mine = tmp_path / "mine.ckpt"
+    mine.write_bytes(Path(paths["final"]).read_bytes())
+    native, interpreted = refusal_lines(paths, mine, {"prompt": "a", "new_tokens": "3"}, str(mine))
+    assert native == interpreted == (f"{mine}: --out is the --checkpoint file, which the sample would replace; give "
+                                     f"another path for the sample")
+    assert mine.read_bytes() == Path(paths["final"]).read_bytes()
+    prompt = tmp_path / "prompt.bin"
+    tokens.write(prompt, np.array([1, 2, 3], np.uint16))
+    native, interpreted = refusal_lines(paths, prompt, {"prompt_tokens": str(prompt), "new_tokens": "3"},
+                                        paths["final"])
+    assert native == interpreted and "--out is the --prompt-tokens file" in native
+    assert tokens.read(prompt).tolist() == [1, 2, 3]
+
+
 @pytest.mark.parametrize("point", ["sample-token:3", "write-sample"])
 def test_a_killed_generate_run_leaves_no_sample(chains, tmp_path, point):
     """The sample is published once, atomically, at the end (write-sample): a run killed at a step before

@@ -53,11 +53,16 @@ def parse_options(prompt: str | None = None, prompt_tokens: str | None = None, n
     return options
 
 
-def check_sample_path(out: str) -> None:
-    """--out names the sample file: not a folder, in a writable folder."""
+def check_sample_path(out: str, inputs: dict) -> None:
+    """--out names the sample file: not a folder, not one of the run's inputs (what each is: its path), in a
+    writable folder."""
     out = Path(out)
     if out.is_dir():
         raise CoppeliusError(f"{out}: --out names a folder; give a file path for the sample")
+    for what, path in inputs.items():
+        if out.exists() and path is not None and Path(path).exists() and out.samefile(path):
+            raise CoppeliusError(f"{out}: --out is {what}, which the sample would replace; give another path for the "
+                                 f"sample")
     check_writable_folder(out.parent, "--out's folder")
 
 

@@ -424,7 +424,8 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str | None, out_dir: s
         raise CoppeliusError(f"command line: operation is {operation!r}; use train, predict or generate")
     if operation == "generate":
         generate = parse_options(**generate)
-        check_sample_path(out_dir)
+        check_sample_path(out_dir, {"the --checkpoint file": checkpoint_path,
+                                    "the --prompt-tokens file": generate["prompt_tokens"], "the host ELF": host_elf})
     else:
         check_command_line(operation, validation_path, predict_from)
         check_writable_folder(out_dir, "--out")

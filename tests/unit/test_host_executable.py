@@ -4,14 +4,17 @@ It must be a real executable for its machine (file, readelf), read by pyelftools
 `coppelius inspect` like the ET_REL container, byte-identical across builds, and verify itself:
 every section against the note's digest, refusing a damaged one in one line.
 """
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from coppelius.errors import CoppeliusError
 from coppelius.formats import elf as E
 from coppelius.host.build import link_host_executable
+from coppelius.host.launch import _execute as _run_host
 
 IDENTITY = {"target": "cpu", "card": "numpy reference", "arch": "numpy", "plan_sha256": "a" * 64}
 SECTIONS = {"launches": bytes(range(256)) * 3 + b"tail", "ring": b"\x01\x02\x03", "plan": b'{"plan": 1}' * 100}
@@ -100,3 +103,34 @@ def test_a_damaged_section_is_refused_by_it_and_by_python(linked, tmp_path):
         assert f"section {name} sha256" in run.stderr and str(damaged.name) in run.stderr
         with pytest.raises(CoppeliusError, match=name):
             E.read_host_elf(damaged)
+
+
+def test_a_changed_byte_outside_its_sections_is_refused_by_it_and_by_python(linked, tmp_path):
+    machine, path = linked
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:  # (its constants: a changed instruction might run before the check can)
+        constants = ELFFile(f).get_section_by_name(".rodata")
+        where = constants["sh_offset"] + constants["sh_size"] // 2
+    data = bytearray(path.read_bytes())
+    data[where] ^= 0x01
+    damaged = tmp_path / "damaged-code.elf"
+    damaged.write_bytes(bytes(data))
+    damaged.chmod(0o755)
+    run = _execute(machine, damaged, "--verify")
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+    assert "whole-file sha256" in run.stderr and "the file is damaged" in run.stderr
+    with pytest.raises(CoppeliusError, match="the file is damaged"):
+        E.read_host_elf(damaged)
+    with pytest.raises(CoppeliusError, match="the file is damaged"):
+        E.read_host_elf(_write(tmp_path / "short.elf", path.read_bytes() + b"\0"))  # one byte longer
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def test_a_program_that_faults_is_refused_in_one_line_by_coppelius_run():
+    faulting = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    with pytest.raises(CoppeliusError, match=r"the host ELF died of SIGSEGV; check the file with `coppelius inspect`"):
+        _run_host(faulting, dict(os.environ))

@@ -1,6 +1,7 @@
 """`coppelius STAGE ...`: one subcommand per stage, plus inspect. Refusals print one line."""
 import argparse
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -82,7 +83,7 @@ def _run(a):
 
 
 def _train(a):
-    a.operation, a.predict_from = "train", "start"
+    a.operation, a.predict_from = "train", None
     _run(a)
 
 
@@ -119,6 +120,28 @@ def _inspect(a):
     print("\n".join(describe(a.file)))
 
 
+# the inputs a command's --out must not name (its output would replace them), as the refusal calls each
+INPUTS = {"config": "the --config file", "file": "the weights file", "checkpoint": "the checkpoint",
+          "host_elf": "the host ELF", "prompt_tokens": "the --prompt-tokens file", "plan": "the --plan file",
+          "certificate": "the --certificate file", "train": "the --train record", "evaluate": "the --evaluate record",
+          "sample": "the --sample file"}
+
+
+def check_paths(a) -> None:
+    """No empty path (an unset shell variable: "" is the working folder), and no --out that is an input."""
+    paths = {*INPUTS, "out", "validation", "realization", "tables", "val"} | ({"tokens"} if a.command != "sample" else set())
+    for name in sorted(paths):
+        if getattr(a, name, None) == "":
+            raise CoppeliusError(f"command line: --{name.replace('_', '-')} is empty; give a path")
+    out = getattr(a, "out", None)
+    if not out or not os.path.exists(out):
+        return
+    for name, what in INPUTS.items():
+        value = getattr(a, name, None)
+        if isinstance(value, str) and os.path.exists(value) and os.path.samefile(value, out):
+            raise CoppeliusError(f"{out}: --out is {what}, which this command would replace; give another --out")
+
+
 REQUIRED = {"required": True}
 VALIDATION_HELP = "train: the validation token file, scored at every publication (without it the passes are skipped)"
 # (subcommand, help, handler, arguments): an argument is a name ("--x" required unless listed
@@ -150,8 +173,9 @@ COMMANDS = [
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
       ("--operation", {"default": "train", "choices": ["train", "predict"]}),
       ("--validation", {"help": VALIDATION_HELP}),
-      ("--predict-from", {"default": "start", "choices": ["start", "checkpoint"],
-                          "help": "predict: score from the stream's start or from the checkpoint's cursor"})]),
+      ("--predict-from", {"choices": ["start", "checkpoint"],
+                          "help": "predict: score from the stream's start (the default) or from the checkpoint's "
+                                  "cursor"})]),
     ("train", "the train stage: run a host ELF's training (`run --operation train`)", _train,
      [("host_elf", {}), "--checkpoint", "--tokens",
       ("--out", {"required": True, "help": "folder for checkpoints, predictions and result.json"}),
@@ -198,6 +222,7 @@ def main(argv=None) -> int:
             return 1
     logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=handlers)
     try:
+        check_paths(args)
         args.fn(args)
     except CoppeliusError as error:
         log.error("coppelius %s: %s", args.command, error)
@@ -205,6 +230,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         log.error("coppelius %s: interrupted", args.command)
         return 130
+    except BrokenPipeError:  # `coppelius inspect X | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as error:  # a file the command reads or writes that no check above names
+        log.error("coppelius %s: %s: %s; check the path, its permissions and free space", args.command,
+                  error.filename or "a file", error.strerror or error)
+        return 1
     return 0
 
 

@@ -121,6 +121,19 @@ def auto_staging_bytes(model: Model) -> int:
     return min(256 * mib, max(mib, -(-payload // 16 // mib) * mib))
 
 
+def check_outside(key: str, path: str | Path | None, outputs: str | Path) -> None:
+    """A file or folder the configuration names as an input, refused when it lies in `outputs` (the workflow's
+    results): a job may replace it (final.ckpt as init_from would make the workflow a cycle) or remove it (Snakemake
+    removes a job's outputs before it runs)."""
+    if path is None:
+        return
+    where, outside = Path(path).resolve(), Path(outputs).resolve()
+    if where == outside or outside in where.parents:
+        kind = "a folder" if where.is_dir() else "a file"
+        raise CoppeliusError(f"config: key {key!r} is {str(path)!r}, {kind} under {outputs}/, which this workflow "
+                             f"writes; copy it out of {outputs}/ and name the copy")
+
+
 def target_profile(name: str) -> dict:
     return yaml.safe_load((TARGETS_DIR / f"{name}.yaml").read_text())
 

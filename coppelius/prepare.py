@@ -11,6 +11,7 @@ import numpy as np
 
 from . import canonical
 from .cas import file_digest
+from .config import check_outside
 from .errors import CoppeliusError
 from .formats import tokens as token_file
 
@@ -66,8 +67,11 @@ def stream_length(config) -> int:
     return sum(f.stat().st_size for f in corpus_files(config.corpus or default_corpus()))
 
 
-def check_inputs(config) -> None:
-    """Everything about the corpus or token file that would stop a job, refused before any job runs."""
+def check_inputs(config, outputs: str | Path = "results") -> None:
+    """Everything about the corpus or token file that would stop a job (or that a job would remove: a file under
+    the workflow's `outputs`), refused before any job runs."""
+    check_outside("tokens", config.tokens, outputs)
+    check_outside("corpus", config.corpus, outputs)
     source = f"tokens {config.tokens!r}" if config.tokens else f"corpus {str(config.corpus or default_corpus())!r}"
     if not config.tokens and config.model.vocab < 256:
         raise CoppeliusError(f"config: key 'vocab' is {config.model.vocab}; the byte-level corpus needs at least 256: "

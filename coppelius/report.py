@@ -82,8 +82,22 @@ def summary(train: dict, evaluation: dict, plan: dict, sample: bytes | None = No
     return "\n".join(lines) + "\n"
 
 
+def _record(path: str, flag: str, operation: str, todo: str) -> dict:
+    """The result record at `path`, refused unless it is of `operation` and holds what the report shows."""
+    record = result.read(path)
+    if record["operation"] != operation:
+        raise CoppeliusError(f"{path}: {flag}'s result record has operation {record['operation']!r}, not "
+                             f"{operation!r}; give {todo}")
+    what = "steps" if operation == "train" else "scored contexts"
+    if not record["steps" if operation == "train" else "predict"]:
+        raise CoppeliusError(f"{path}: {flag}'s result record holds no {what} (status {record['status']!r}); give "
+                             f"{todo}")
+    return record
+
+
 def report(train_path: str, evaluate_path: str, plan_path: str, out_dir: str, sample_path: str | None = None) -> None:
-    train, evaluation = result.read(train_path), result.read(evaluate_path)
+    train = _record(train_path, "--train", "train", "a train run's result.json (train/result.json)")
+    evaluation = _record(evaluate_path, "--evaluate", "predict", "a predict run's result.json (evaluate/result.json)")
     try:
         sample = Path(sample_path).read_bytes() if sample_path else None
     except OSError as e:

@@ -42,7 +42,14 @@ class Publication:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise CoppeliusError(f"{self.path}: the output names a folder; give a file path")
+        # a full disk or a permission stays an OSError: callers that publish a run's outputs say what it leaves
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise CoppeliusError(f"{self.path}: the output's folder lies under a file; give a file path in a "
+                                 f"folder") from None
         fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         self.file = os.fdopen(fd, "wb")
 

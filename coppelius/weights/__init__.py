@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import check_outside
 from ..errors import CoppeliusError
 from ..formats import checkpoint
 from ..initialize import write_starting_checkpoint
@@ -85,13 +86,26 @@ def check(path: str | Path, model: Model) -> str:
 
 
 def parameters(path: str | Path, model: Model) -> np.ndarray:
-    """Every parameter of `model` as one f32 vector in llm.c's order, read from a checked weights file."""
+    """Every parameter of `model` as one f32 vector in llm.c's order, read from a checked weights file, each
+    value finite (a NaN or infinity would make every step's gradients non-finite: skipped, never trained)."""
     form = check(path, model)
     if form == "llmc":
-        return llmc.read(path)[2]
-    if form == "safetensors":
-        return huggingface.read(path, model, describe(model))
-    return checkpoint.read(path)[1]["params"]
+        params = llmc.read(path)[2]
+    elif form == "safetensors":
+        params = huggingface.read(path, model, describe(model))
+    else:
+        params = checkpoint.read(path)[1]["params"]
+    bad = np.flatnonzero(~np.isfinite(params))
+    if bad.size:
+        start = 0
+        for name, shape, _ in model.tensors():
+            size = int(np.prod(shape))
+            if bad[0] < start + size:
+                at = ", ".join(str(int(i)) for i in np.unravel_index(bad[0] - start, shape))  # layer first
+                raise CoppeliusError(f"{path}: parameter {name}[{at}] is {params[bad[0]]} ({bad.size} values are not "
+                                     f"finite); give weights whose every value is finite")
+            start += size
+    return params
 
 
 def import_weights(source: str | Path, out: str | Path, model: Model, learner) -> None:
@@ -106,9 +120,7 @@ def check_init_from(config, outputs: str | Path) -> None:
         return
     if not Path(config.init_from).is_file():
         raise CoppeliusError(f"config: key 'init_from' is {config.init_from!r}, which is not a file; {WHAT}")
-    if Path(outputs).resolve() in Path(config.init_from).resolve().parents:
-        raise CoppeliusError(f"config: key 'init_from' is {config.init_from!r}, a file under {outputs}/, which this "
-                             f"workflow writes; copy it out of {outputs}/ and name the copy")
+    check_outside("init_from", config.init_from, outputs)
     check(config.init_from, config.model)
 
 

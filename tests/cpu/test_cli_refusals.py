@@ -34,6 +34,58 @@ def test_inspect_and_report_refuse_an_incomplete_result_record(incomplete_record
     assert "key 'operation'" in line and not (tmp_path / "report").exists()
 
 
+def records(folder) -> tuple:
+    """A train run's and a predict run's result records (only the keys a reader checks)."""
+    base = {"format": result.FORMAT, "version": result.VERSION, "status": "completed", "steps": [], "predict": [],
+            "skipped": 0, "published": [], "epoch": 0}
+    trained, evaluated = folder / "train.json", folder / "evaluate.json"
+    trained.write_text(json.dumps(base | {"operation": "train", "steps": [{"t": 1, "loss": 5.5, "skipped": False}]}))
+    evaluated.write_text(json.dumps(base | {"operation": "predict", "predict": [{"context": 0, "loss": 5.4}]}))
+    return trained, evaluated
+
+
+def test_report_refuses_records_given_the_wrong_way_round_or_empty(tmp_path):
+    trained, evaluated = records(tmp_path)
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    line = coppelius("report", "--train", evaluated, "--evaluate", trained, "--plan", plan, "--out", tmp_path / "r")
+    assert line == (f"coppelius report: {evaluated}: --train's result record has operation 'predict', not 'train'; "
+                    f"give a train run's result.json (train/result.json)")
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(json.loads(trained.read_text()) | {"steps": [], "status": "interrupted"}))
+    line = coppelius("report", "--train", empty, "--evaluate", evaluated, "--plan", plan, "--out", tmp_path / "r")
+    assert line.endswith("--train's result record holds no steps (status 'interrupted'); give a train run's "
+                         "result.json (train/result.json)")
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_out_that_is_an_input_or_empty_is_refused(tmp_path):
+    trained, _ = records(tmp_path)
+    config = tmp_path / "config.json"
+    subprocess.run([sys.executable, "-m", "coppelius", "configure", "--out", config], check=True)
+    before = config.read_bytes()
+    line = coppelius("init", "--config", config, "--out", config)
+    assert line == (f"coppelius init: {config}: --out is the --config file, which this command would replace; give "
+                    f"another --out")
+    weights = tmp_path / "init.ckpt"
+    subprocess.run([sys.executable, "-m", "coppelius", "init", "--config", config, "--out", weights], check=True,
+                   cwd=tmp_path)
+    saved = weights.read_bytes()
+    line = coppelius("export", weights, "--format", "llmc", "--out", weights)
+    assert line.endswith(f"{weights}: --out is the checkpoint, which this command would replace; give another --out")
+    line = coppelius("import", weights, "--config", config, "--out", weights)
+    assert line.endswith(f"{weights}: --out is the weights file, which this command would replace; give another --out")
+    assert weights.read_bytes() == saved
+    line = coppelius("configure", "--out", "")
+    assert line == "coppelius configure: command line: --out is empty; give a path"
+    assert config.read_bytes() == before
+    line = coppelius("configure", "--out", tmp_path)
+    assert line == f"coppelius configure: {tmp_path}: the output names a folder; give a file path"
+    line = coppelius("configure", "--out", trained / "config.json")
+    assert line == (f"coppelius configure: {trained / 'config.json'}: the output's folder lies under a file; give a "
+                    f"file path in a folder")
+
+
 def test_configure_refuses_a_binary_file(tmp_path):
     line = coppelius("configure", "--config", "/usr/bin/ls", "--out", tmp_path / "config.json")
     assert "/usr/bin/ls: not a text file" in line and not (tmp_path / "config.json").exists()
@@ -42,11 +94,8 @@ def test_configure_refuses_a_binary_file(tmp_path):
 def test_report_and_admit_refuse_a_plan_that_is_not_json(tmp_path):
     binary = tmp_path / "plan.bin"
     binary.write_bytes(bytes(range(256)) * 4)
-    record = tmp_path / "result.json"
-    record.write_text(json.dumps({"format": result.FORMAT, "version": result.VERSION, "operation": "train",
-                                  "status": "completed", "steps": [], "predict": [], "skipped": 0, "published": [],
-                                  "epoch": 0}))
-    line = coppelius("report", "--train", record, "--evaluate", record, "--plan", binary, "--out", tmp_path / "r")
+    trained, evaluated = records(tmp_path)
+    line = coppelius("report", "--train", trained, "--evaluate", evaluated, "--plan", binary, "--out", tmp_path / "r")
     assert f"{binary}: the plan is not JSON" in line
     text = tmp_path / "plan.txt"
     text.write_text("plan: yes")

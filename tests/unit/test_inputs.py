@@ -56,3 +56,18 @@ def test_config_refuses_counts_past_int32_and_control_characters():
         resolve(DEFAULTS | {"width": 4160, "heads": 65, "layers": 1})
     with pytest.raises(CoppeliusError, match="key 'corpus' is 'a\\\\nb'; a path cannot hold a newline"):
         resolve(DEFAULTS | {"corpus": "a\nb"})
+
+
+def test_an_input_under_the_workflows_results_is_refused(tmp_path):
+    """Snakemake removes a job's outputs before the job runs: a token file or corpus under results/ would be
+    deleted by the prepare job that reads it."""
+    results = tmp_path / "results"
+    (results / "cpu" / "tokens").mkdir(parents=True)
+    tokens.write(results / "cpu" / "tokens" / "train.bin", list(range(30_000)))
+    (results / "text.txt").write_bytes(b"z" * 30_000)
+    for key, value in (("tokens", results / "cpu" / "tokens" / "train.bin"), ("corpus", results / "text.txt"),
+                       ("corpus", results)):
+        with pytest.raises(CoppeliusError, match=rf"^config: key '{key}' is '{value}', a (file|folder) under "
+                                                 rf"{results}/, which this workflow writes; copy it out"):
+            check_inputs(resolve(DEFAULTS | {key: str(value)}), outputs=results)
+    check_inputs(resolve(DEFAULTS | {"corpus": str(results / "text.txt")}), outputs=tmp_path / "elsewhere")

@@ -128,6 +128,17 @@ def test_an_llmc_checkpoint_imports_exactly_and_exports_to_the_same_bytes(tmp_pa
     assert (tmp_path / "again.bin").read_bytes() == source.read_bytes()
 
 
+def test_weights_holding_a_nan_or_an_infinity_are_refused_naming_the_tensor(tmp_path):
+    tensors = gpt2_tensors(3)
+    tensors["1.fcw"][2, 5] = np.nan
+    tensors["lnfb"][7] = np.inf
+    source = llmc_file(tmp_path / "gpt2.bin", tensors)
+    with pytest.raises(CoppeliusError, match=r"gpt2.bin: parameter fcw\[1, 2, 5\] is nan \(2 values are not "
+                                             r"finite\); give weights whose every value is finite"):
+        weights.import_weights(source, tmp_path / "imported.ckpt", MODEL, LEARNER)
+    assert not (tmp_path / "imported.ckpt").exists()
+
+
 def test_a_bf16_llmc_checkpoint_imports_exactly_and_exports_to_the_same_bytes(tmp_path):
     tensors = {k: (v.view("<u4") & 0xFFFF0000).view("<f4") for k, v in gpt2_tensors(2).items()}  # bf16 values
     source = llmc_file(tmp_path / "gpt2.bin", tensors, version=5)

@@ -1,5 +1,6 @@
 """`coppelius STAGE ...`: one subcommand per stage, plus inspect. Refusals print one line."""
 import argparse
+import json
 import logging
 import os
 import sys
@@ -12,8 +13,17 @@ log = logging.getLogger("coppelius")
 
 
 def _configure(a):
-    from .config import load, parse_override
+    from .config import from_resolved, load, parse_override
     from .stages import configure
+    if a.resolved is not None:  # the workflow's: it resolved and checked the configuration itself
+        if a.set:
+            raise CoppeliusError("command line: --resolved is the whole configuration; leave out --set")
+        try:
+            configure(a.out, from_resolved(json.loads(a.resolved)))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise CoppeliusError(f"command line: --resolved is not a resolved configuration ({type(e).__name__}: "
+                                 f"{e}); give what `coppelius configure` writes") from None
+        return
     overrides = dict(parse_override(o) for o in a.set)
     configure(a.out, load(a.config, overrides))
 
@@ -129,7 +139,9 @@ INPUTS = {"config": "the --config file", "file": "the weights file", "checkpoint
 
 def check_paths(a) -> None:
     """No empty path (an unset shell variable: "" is the working folder), and no --out that is an input."""
-    paths = {*INPUTS, "out", "validation", "realization", "tables", "val"} | ({"tokens"} if a.command != "sample" else set())
+    paths = {*INPUTS, "out", "validation", "realization", "tables", "val"}
+    if a.command != "sample":  # (sample's --tokens is a count)
+        paths.add("tokens")
     for name in sorted(paths):
         if getattr(a, name, None) == "":
             raise CoppeliusError(f"command line: --{name.replace('_', '-')} is empty; give a path")
@@ -143,13 +155,16 @@ def check_paths(a) -> None:
 
 
 REQUIRED = {"required": True}
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "config.yaml"  # beside the package, any cwd
 VALIDATION_HELP = "train: the validation token file, scored at every publication (without it the passes are skipped)"
 # (subcommand, help, handler, arguments): an argument is a name ("--x" required unless listed
 # with options) or (name, options).
 COMMANDS = [
     ("configure", "validate a configuration and write the resolved one", _configure,
-     [("--config", {"default": "config/config.yaml"}), ("--set", {"action": "append", "default": [],
-                                                                   "metavar": "KEY=VALUE"}), "--out"]),
+     [("--config", {"default": str(DEFAULT_CONFIG), "help": "default: the repository's config/config.yaml"}),
+      ("--set", {"action": "append", "default": [], "metavar": "KEY=VALUE"}),
+      ("--resolved", {"metavar": "JSON", "help": "a resolved configuration (the workflow's), written as it is"}),
+      "--out"]),
     ("prepare", "corpus -> train and validation token streams", _prepare, ["--config", "--train", "--val"]),
     ("init", "model + seed -> initial checkpoint", _init, ["--config", "--out"]),
     ("import", "llm.c or Hugging Face GPT-2 weights (or a checkpoint) -> a checkpoint at step 0", _import,

@@ -35,19 +35,30 @@ def describe(path: str) -> list[str]:
         dims = huggingface.dimensions(path)
         return [f"{path}: safetensors", "as a GPT-2: " + ", ".join(f"{k} {v}" for k, (_, v) in dims.items())]
     if head[:1] == b"{":
-        r = result.read(path)
-        lines = [f"{path}: result record ({r['operation']}, {r['status']})"]
-        if r["steps"]:
-            lines.append(f"steps {r['steps'][0]['t']}..{r['steps'][-1]['t']}: loss {r['steps'][0]['loss']:.4f} -> "
-                         f"{r['steps'][-1]['loss']:.4f}, {r['skipped']} skipped, {r.get('tokens_per_second', 0):,.0f} tokens/s")
-        if r.get("validation", {}).get("points"):
-            points = r["validation"]["points"]
-            lines.append(f"validation ({r['validation']['contexts']} contexts): " +
-                         ", ".join(f"step {p['t']} loss {p['loss']:.4f}" for p in points))
-        if r["operation"] == "train":
-            lines.append(f"epochs: {r['epoch']} over {r['tokens']['count']:,} tokens")
-        if r["predict"]:
-            lines.append(f"predicted {len(r['predict'])} contexts, mean loss {r['mean_loss']:.4f}")
-        return lines + [f"published: {p}" for p in r["published"]]
+        try:
+            return _record_lines(path, result.read(path))
+        except (KeyError, TypeError, ValueError) as e:  # read() checks what every reader needs, not all shown here
+            raise CoppeliusError(f"{path}: the result record lacks or mistypes {e}; it is incomplete: run again to "
+                                 f"write a whole one") from None
     raise CoppeliusError(f"{path}: starts with {head[:8]!r}, not a host ELF, checkpoint, token stream or result record "
                          f"(nor GPT-2 weights); give one of those")
+
+
+def _record_lines(path, r: dict) -> list:
+    lines = [f"{path}: result record ({r['operation']}, {r['status']})"]
+    if r["steps"]:
+        last = r["steps"][-1].get("tokens_per_second")  # an interrupted record has no run-wide rate yet
+        rate = (f"{r['tokens_per_second']:,.0f} tokens/s" if isinstance(r.get("tokens_per_second"), (int, float))
+                else f"{last:,.0f} tokens/s at the last step" if isinstance(last, (int, float))
+                else "no tokens/s recorded")
+        lines.append(f"steps {r['steps'][0]['t']}..{r['steps'][-1]['t']}: loss {r['steps'][0]['loss']:.4f} -> "
+                     f"{r['steps'][-1]['loss']:.4f}, {r['skipped']} skipped, {rate}")
+    if r.get("validation", {}).get("points"):
+        points = r["validation"]["points"]
+        lines.append(f"validation ({r['validation']['contexts']} contexts): " +
+                     ", ".join(f"step {p['t']} loss {p['loss']:.4f}" for p in points))
+    if r["operation"] == "train":
+        lines.append(f"epochs: {r['epoch']} over {r['tokens']['count']:,} tokens")
+    if r["predict"]:
+        lines.append(f"predicted {len(r['predict'])} contexts, mean loss {r['mean_loss']:.4f}")
+    return lines + [f"published: {p}" for p in r["published"]]

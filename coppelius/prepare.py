@@ -47,6 +47,13 @@ def corpus_digest(corpus: str | Path) -> str:
                              for f in corpus_files(root)])
 
 
+def source_stamp(config) -> str:
+    """A cheap stamp of the token file's or the corpus files' paths, sizes and modification times (not their
+    bytes, which prepare's store key digests): the prepare rule's params, so that an edited source reruns it."""
+    files = [Path(config.tokens)] if config.tokens else corpus_files(config.corpus or default_corpus())
+    return canonical.digest([[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files])
+
+
 def split_lengths(count: int) -> tuple[int, int]:
     """Token counts of the train and validation streams cut from a stream of `count` tokens."""
     return count - count // VALIDATION_PART, count // VALIDATION_PART

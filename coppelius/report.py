@@ -46,6 +46,8 @@ def loss_plot(train: dict, path: str) -> None:
 def sample_section(sample: bytes, plan: dict) -> list[str]:
     """The sample as the summary shows it: text for a byte-level model (vocab 256), else the ids."""
     text = sample.decode("utf-8", errors="replace") if plan["model"]["vocab"] == 256 else sample.decode()
+    # a sampled control byte (NUL, ESC, ...) would make the summary a binary file: shown as its Unicode picture
+    text = "".join(chr(0x2400 + ord(c)) if ord(c) < 32 and c not in "\n\t" else c for c in text)
     fence = "~~~~"
     while fence in text:
         fence += "~"

@@ -16,7 +16,8 @@ int cuda_driver_load(cuda_driver* driver, const char* where, const char* card, f
     if (!(driver->library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) {
         const char* why = dlerror();
         return fail(f, "%s: no NVIDIA driver is present on this machine (libcuda.so.1 cannot be loaded: %.200s); "
-                    "run the host ELF on a machine with the %s and its driver", where, why ? why : "not found", card);
+                    "copy the host ELF, the checkpoint and the token files to a machine with the %s and its driver "
+                    "and run it there with the same arguments", where, why ? why : "not found", card);
     }
 #define CUDA_RESOLVE(name, symbol, type)                                                                       \
     if (!(*(void**)&driver->name = dlsym(driver->library, symbol))) {                                          \

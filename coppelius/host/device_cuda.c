@@ -22,7 +22,8 @@ static int check_card(cuda_device* d, const cuda_card* wanted, uint64_t arena_by
     CUresult init = d->driver.cuInit(0);
     if (init == 100 /* CUDA_ERROR_NO_DEVICE */ || (init == 0 && d->driver.cuDeviceGetCount(&count) == 0 && !count))
         return fail(f, "%s: target is '%s': no %s is present on this machine (the NVIDIA driver sees no CUDA device); "
-                    "run the host ELF on a machine with the %s", where, wanted->target, wanted->card, wanted->card);
+                    "copy the host ELF, the checkpoint and the token files to a machine with the %s and run it there",
+                    where, wanted->target, wanted->card, wanted->card);
     if (CHECK(init, "cuInit") != 0 || CHECK(d->driver.cuDeviceGet(&d->card, 0), "cuDeviceGet(0)") != 0 ||
         CHECK(d->driver.cuDeviceGetName(name, sizeof name - 1, d->card), "cuDeviceGetName") != 0 ||
         CHECK(d->driver.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->card),

@@ -9,11 +9,12 @@
 //   host.elf --operation generate --checkpoint C (--prompt TEXT | --prompt-tokens FILE) --new-tokens N
 //            [--temperature X] [--top-k K] [--seed S] --out FILE
 //                        sample N tokens after the prompt (generate.h): the sample at FILE and on stdout
+//   host.elf --help      print the usage and exit 0
 //   host.elf --verify    verify itself (/proc/self/exe: every section against the identity note's
 //                        digests), then print the machine, the identity and one line per section
 //                        (the lines `coppelius inspect` prints) and exit 0
 //
-// COPPELIUS_THREADS=N sets the cpu device's worker threads (default: one per CPU it may use);
+// COPPELIUS_THREADS=N sets the cpu device's worker threads (1..4096; default: one per CPU it may use);
 // COPPELIUS_PROGRESS_TTY=1 redraws the progress line in place as on a terminal (`coppelius run` sets it).
 // Any refusal is one line on stderr and exit status 1.
 #include <stdio.h>
@@ -141,10 +142,17 @@ static int run(const char* self, int argc, char** argv) {
                 : !tokens && !generate ? "--tokens" : "--out", USAGE);
         return 1;
     }
+    const char* threads = getenv("COPPELIUS_THREADS");
+    char* end = NULL;
+    long thread_count = threads && threads[0] ? strtol(threads, &end, 10) : 0;
+    if (threads && threads[0] && (*end != 0 || thread_count < 1 || thread_count > 4096)) {
+        fprintf(stderr, "environment: COPPELIUS_THREADS is '%s'; give a whole number of threads from 1 to 4096, or "
+                "leave it unset (one a CPU)\n", threads);
+        return 1;
+    }
     int status = run_check_inputs(&state, self, checkpoint, tokens, out, operation, validation, predict_from);
     if (status == 0) {
-        const char* threads = getenv("COPPELIUS_THREADS");
-        threads_start(threads ? atoi(threads) : 0);  // the device is touched only once every input has passed
+        threads_start((int)thread_count);  // the device is touched only once every input has passed
         status = run_execute(&state);
         threads_stop();
     }
@@ -165,6 +173,10 @@ int main(int argc, char** argv) {
     ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);  // the real name, for the messages
     snprintf(path + (length > 0 ? length : 0), sizeof path - (length > 0 ? (size_t)length : 0), "%s",
              length > 0 ? "" : "/proc/self/exe");
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: %s %s\n", argv[0], USAGE);
+        return 0;
+    }
     if (!(argc == 2 && strcmp(argv[1], "--verify") == 0)) return run(path, argc, argv);
     failure f;
     self_image image;

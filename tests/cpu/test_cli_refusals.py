@@ -86,6 +86,20 @@ def test_an_out_that_is_an_input_or_empty_is_refused(tmp_path):
                     f"file path in a folder")
 
 
+def test_inspect_says_an_interrupted_records_rate_and_refuses_a_partial_one(tmp_path):
+    trained, _ = records(tmp_path)
+    record = json.loads(trained.read_text())
+    record["steps"][0]["tokens_per_second"] = 1234.5
+    trained.write_text(json.dumps(record | {"status": "interrupted"}))
+    line = coppelius("inspect", trained)  # no tokens: a reader needs it not, inspect shows it
+    assert line == (f"coppelius inspect: {trained}: the result record lacks or mistypes 'tokens'; it is incomplete: "
+                    f"run again to write a whole one")
+    trained.write_text(json.dumps(record | {"status": "interrupted", "tokens": {"path": "t.bin", "count": 9000}}))
+    shown = subprocess.run([sys.executable, "-m", "coppelius", "inspect", trained], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert shown[1] == "steps 1..1: loss 5.5000 -> 5.5000, 0 skipped, 1,234 tokens/s at the last step"
+
+
 def test_configure_refuses_a_binary_file(tmp_path):
     line = coppelius("configure", "--config", "/usr/bin/ls", "--out", tmp_path / "config.json")
     assert "/usr/bin/ls: not a text file" in line and not (tmp_path / "config.json").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from coppelius.formats import result
 from conftest import build_corpus, copy_clone, snakemake
 
 MODELS = ("tiny", "small", "gpt2-124m")
@@ -70,6 +71,30 @@ def test_a_code_edit_reruns_the_rules_that_run_it(workspace):
     before = misses(store)
     build(clone, store)
     assert new_misses(store, before) == [] and (clone / "results/cpu/host.elf").read_bytes() == first
+
+
+def test_a_value_spelled_another_way_reruns_nothing(workspace):
+    """The configure rule's params are the resolved configuration: lr=3/1000 is config.yaml's "3e-3"."""
+    clone, store = workspace
+    build(clone, store)
+    assert "Nothing to be done" in build(clone, store, "lr=3/1000", "beta2=0.95")
+
+
+def test_an_edited_corpus_reruns_prepare_and_what_reads_its_tokens(workspace, tmp_path):
+    clone, store = workspace
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(build_corpus().read_bytes())
+
+    def run():
+        result = snakemake(clone, "--config", f"corpus={corpus}", "--", "results/cpu/tokens/train.bin",
+                           env={"COPPELIUS_STORE": str(store)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        return (clone / "results/cpu/tokens/train.bin").read_bytes()
+    first = run()
+    before = misses(store)
+    with open(corpus, "ab") as f:
+        f.write(b"one more line\n" * 100)
+    assert run() != first and new_misses(store, before) == ["prepare"]
 
 
 def test_touch_without_change_rebuilds_nothing(workspace):
@@ -137,6 +162,21 @@ def test_shared_store_serves_a_second_clone(workspace, tmp_path):
     assert new_misses(store, before) == []
     theirs, ours = tree_digests(second / "results/cpu"), tree_digests(clone / "results/cpu")
     assert "host.elf" in theirs and theirs == {name: ours[name] for name in theirs}
+
+
+def test_a_failed_train_keeps_its_result_record_and_runs_again(workspace):
+    """Every output is published whole or not at all, so the profile keeps a failed job's outputs
+    (keep-incomplete): the record of a run stopped by max_skips says so; the next run redoes it."""
+    clone, store = workspace
+    stopped = ("steps=8", "interval=4", "loss_scale=1073741824", "max_skips=2")
+    run = snakemake(clone, "--config", f"corpus={build_corpus()}", *stopped, "--", "results/cpu/train/result.json",
+                    env={"COPPELIUS_STORE": str(store)})
+    assert run.returncode != 0
+    record = result.read(clone / "results/cpu/train/result.json")
+    assert record["status"].startswith("stopped:") and len(record["steps"]) == 2, record["status"]
+    again = snakemake(clone, "-n", "--config", f"corpus={build_corpus()}", *stopped, "--",
+                      "results/cpu/train/result.json", env={"COPPELIUS_STORE": str(store)})
+    assert again.returncode == 0 and "train" in again.stdout, again.stdout[-2000:]
 
 
 def test_two_workflows_writing_one_store_at_once(tmp_path):

@@ -181,6 +181,16 @@ def test_a_flag_given_twice_empty_or_for_another_operation_is_refused(built, tmp
     assert sorted(os.listdir(work)) == ["result.json"] and (work / "result.json").read_text() == "mine"
 
 
+def test_help_prints_the_usage_and_a_bad_thread_count_is_refused(built, tmp_path):
+    _, p, elf, *_ = built
+    proc = subprocess.run([elf, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"usage: {elf} --checkpoint C --tokens T --out DIR")
+    proc = execute(elf, p["checkpoint"], p["train"], tmp_path / "o", env=os.environ | {"COPPELIUS_THREADS": "abc"})
+    assert proc.returncode == 1 and proc.stderr == ("environment: COPPELIUS_THREADS is 'abc'; give a whole number of "
+                                                    "threads from 1 to 4096, or leave it unset (one a CPU)\n")
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_refused_run_makes_no_out_folder(built, tmp_path):
     _, p, elf, *_ = built
     assert "--checkpoint names a folder; give a checkpoint file" in refused(elf, tmp_path, p["train"],

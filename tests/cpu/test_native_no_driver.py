@@ -35,7 +35,8 @@ def assert_stops_for_want_of_the_driver(proc, card, out):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert "no NVIDIA driver is present on this machine (libcuda.so.1 cannot be loaded" in lines[0]
-    assert lines[0].endswith(f"run the host ELF on a machine with the {card} and its driver")
+    assert lines[0].endswith(f"copy the host ELF, the checkpoint and the token files to a machine with the {card} "
+                             f"and its driver and run it there with the same arguments")
     assert not (Path(out) / "checkpoints").exists() and not (Path(out) / "result.json").exists()
 
 

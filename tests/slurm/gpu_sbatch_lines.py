@@ -3,7 +3,7 @@
 Run by tests/slurm/run_slurm_e2e.sh in a copy of the repository, with a SLURM whose one node
 advertises one typed GPU per target model (fake devices: the test machine has no GPU). For
 each target it takes the resources Snakemake evaluates for train and evaluate from a dry run
-with workflow/profiles/slurm, turns them into the sbatch line with the plugin's own
+with profiles/slurm, turns them into the sbatch line with the plugin's own
 get_submit_command and set_gres_string, checks the GPU flags (cpu: none; h200, rtx3090, gb10:
 --gpus=MODEL:1; COPPELIUS_SLURM_GPU_MODEL renames the model), and submits each GPU line to
 SLURM with a probe instead of the Snakemake job: SLURM must give the job one GPU of exactly
@@ -24,7 +24,7 @@ from types import SimpleNamespace
 from snakemake_executor_plugin_slurm.submit_string import get_submit_command
 from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-PROFILE = "workflow/profiles/slurm"
+PROFILE = "profiles/slurm"
 GPU_TARGETS = ["h200", "rtx3090", "gb10"]
 RULES = ["train", "evaluate"]
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from coppelius.report import loss_plot, smoothed
+from coppelius.report import loss_plot, sample_section, smoothed
 
 
 def test_smoothing_follows_a_constant_and_lags_a_step_without_start_up_bias():
@@ -17,3 +17,9 @@ def test_the_chart_draws_raw_smoothed_and_validation(tmp_path):
               "steps": [{"t": t, "loss": 5.0 - 0.1 * t + 0.2 * np.sin(t), "skipped": False} for t in range(1, 21)]}
     loss_plot(record, str(tmp_path / "loss.png"))
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_sampled_control_byte_is_shown_as_its_picture():
+    lines = sample_section(b"def f():\n\treturn 1\x00\x1b[0m\n", {"model": {"vocab": 256}})
+    text = "\n".join(lines)
+    assert "def f():\n\treturn 1\u2400\u241b[0m" in text and not any(ord(c) < 32 and c not in "\n\t" for c in text)

@@ -1,14 +1,13 @@
 # Validate the configuration before any job runs: one line naming the key and the value.
-import json
 import os
 import shlex
 import sys
 
-from coppelius import cas, stages
-from coppelius.config import resolve
+from coppelius import canonical, cas, stages
+from coppelius.config import resolve, resolved_dict
 from coppelius.errors import CoppeliusError
 from coppelius.formats.elf import host_machine
-from coppelius.prepare import check_inputs
+from coppelius.prepare import check_inputs, source_stamp
 from coppelius.realize import ARTIFACTS as REALIZED
 from coppelius.realize.tables import ARTIFACTS as TABLES
 from coppelius.stages import host_machine_of
@@ -26,11 +25,9 @@ TARGET = CONFIG.target["name"]
 TARGET_DIR = f"results/{TARGET}"
 # the package as this Snakemake's own Python runs it, whether or not a venv is activated
 COPPELIUS = f"{shlex.quote(sys.executable)} -m coppelius"
-# every key of the merged configuration, for `coppelius configure` (JSON values are YAML values)
-SETTINGS = " ".join(
-    f"--set {shlex.quote(f'{key}={json.dumps(value)}')}"
-    for key, value in sorted(config.items())
-)
+# the resolved configuration in its canonical form, which `coppelius configure` writes: the configure rule's
+# params, so that a value spelled another way (lr=3e-3, lr=3/1000) reruns nothing
+RESOLVED = canonical.encode(resolved_dict(CONFIG)).decode()
 
 
 def out(name):

@@ -7,6 +7,6 @@ rule configure:
         out("logs/configure.log"),
     params:
         coppelius=COPPELIUS,
-        settings=SETTINGS,
+        resolved=RESOLVED,
     shell:
-        "{params.coppelius} --log {log} configure {params.settings} --out {output}"
+        "{params.coppelius} --log {log} configure --resolved {params.resolved:q} --out {output}"

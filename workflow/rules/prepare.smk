@@ -11,5 +11,6 @@ rule prepare:
     params:
         coppelius=COPPELIUS,
         code=code_version("prepare"),
+        source=source_stamp(CONFIG),
     shell:
         "{params.coppelius} --log {log} prepare --config {input.config} --train {output.train} --val {output.val}"

@@ -18,6 +18,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 from . import canonical
@@ -41,6 +42,13 @@ def file_digest(path: str | Path) -> str:
 SOURCE_PATTERNS = ("*.py", "*.cu", "*.cuh", "*.c", "*.h")
 
 
+@lru_cache(maxsize=None)
+def _source_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """A source file's digest, read once a process for each (size, time) it has: the workflow digests the
+    code of every stage's rule at start-up, and the stages share most of their files."""
+    return canonical.sha256(Path(path).read_bytes())
+
+
 def code_digest(paths) -> str:
     """Digest of the package sources a stage runs (files, or folders of Python, CUDA and C sources,
     relative to the package; coppelius.stages.code computes the list)."""
@@ -49,7 +57,8 @@ def code_digest(paths) -> str:
         base = PACKAGE / rel
         files = sorted(f for pattern in SOURCE_PATTERNS for f in base.rglob(pattern)) if base.is_dir() else [base]
         for f in files:
-            entries.append([f.relative_to(PACKAGE).as_posix(), canonical.sha256(f.read_bytes())])
+            stat = f.stat()
+            entries.append([f.relative_to(PACKAGE).as_posix(), _source_sha256(str(f), stat.st_size, stat.st_mtime_ns)])
     return canonical.digest(entries)
 
 

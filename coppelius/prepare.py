@@ -4,6 +4,7 @@ Byte-level tokens (vocab 256). The default corpus is the running Python's standa
 `.py` sources in sorted path order. The last tenth of the tokens is the validation stream, as
 nanoGPT splits its character-level corpora.
 """
+import os
 import sysconfig
 from pathlib import Path
 
@@ -47,13 +48,6 @@ def corpus_digest(corpus: str | Path) -> str:
                              for f in corpus_files(root)])
 
 
-def source_stamp(config) -> str:
-    """A cheap stamp of the token file's or the corpus files' paths, sizes and modification times (not their
-    bytes, which prepare's store key digests): the prepare rule's params, so that an edited source reruns it."""
-    files = [Path(config.tokens)] if config.tokens else corpus_files(config.corpus or default_corpus())
-    return canonical.digest([[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files])
-
-
 def split_lengths(count: int) -> tuple[int, int]:
     """Token counts of the train and validation streams cut from a stream of `count` tokens."""
     return count - count // VALIDATION_PART, count // VALIDATION_PART
@@ -64,26 +58,36 @@ def split(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return tokens[:cut], tokens[cut:]
 
 
-def stream_length(config) -> int:
+def source_stats(config) -> list[tuple[Path, os.stat_result]]:
+    """The token file, or the corpus files in their order, each with its stat (one walk of a corpus folder)."""
+    files = [Path(config.tokens)] if config.tokens else corpus_files(config.corpus or default_corpus())
+    return [(f, f.stat()) for f in files]
+
+
+def stream_length(config, stats: list | None = None) -> int:
     """The token count `prepare` will see, without reading the tokens: a corpus is byte-level, so
-    its length is its files' sizes; a token file's is its header's count."""
+    its length is its files' sizes (`stats`: source_stats', when the caller has them); a token file's is its
+    header's count."""
     if config.tokens:
         if Path(config.tokens).is_dir():
             raise CoppeliusError(f"config: key 'tokens' is {config.tokens!r}, a folder; give an llm.c .bin token file")
         return token_file.read_header(config.tokens)
-    return sum(f.stat().st_size for f in corpus_files(config.corpus or default_corpus()))
+    return sum(stat.st_size for _, stat in stats or source_stats(config))
 
 
-def check_inputs(config, outputs: str | Path = "results") -> None:
+def check_inputs(config, outputs: str | Path = "results") -> str:
     """Everything about the corpus or token file that would stop a job (or that a job would remove: a file under
-    the workflow's `outputs`), refused before any job runs."""
+    the workflow's `outputs`), refused before any job runs. Returns the sources' stamp: their paths, sizes and
+    modification times (not their bytes, which prepare's store key digests), the prepare rule's params, so that
+    an edited source reruns it."""
     check_outside("tokens", config.tokens, outputs)
     check_outside("corpus", config.corpus, outputs)
+    stats = [] if config.tokens else source_stats(config)  # (a token file's header is read first: it may be missing)
     source = f"tokens {config.tokens!r}" if config.tokens else f"corpus {str(config.corpus or default_corpus())!r}"
     if not config.tokens and config.model.vocab < 256:
         raise CoppeliusError(f"config: key 'vocab' is {config.model.vocab}; the byte-level corpus needs at least 256: "
                              f"set vocab to 256 or more, or give a token file with `tokens`")
-    count = stream_length(config)
+    count = stream_length(config, stats)
     if count < 2 * VALIDATION_PART:
         raise CoppeliusError(f"config: the {source} holds {count} tokens; give one with at least {2 * VALIDATION_PART}")
     # the run goes round a stream as often as steps or eval_contexts take (epochs): each stream needs one context
@@ -94,6 +98,7 @@ def check_inputs(config, outputs: str | Path = "results") -> None:
             raise CoppeliusError(f"config: key 'batch' is {batch}; the {stream} of the {source} holds {held:,} tokens, "
                                  f"less than one context of batch {batch} x context {context} + 1 = {need:,}: lower "
                                  f"batch or context, or give a larger corpus")
+    return canonical.digest([[str(f), stat.st_size, stat.st_mtime_ns] for f, stat in stats or source_stats(config)])
 
 
 def prepare(train_path: str, val_path: str, corpus: str | None = None, tokens: str | None = None) -> dict:

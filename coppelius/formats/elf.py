@@ -297,7 +297,11 @@ def file_digest_extent(elf: ELFFile) -> tuple[int, int] | None:
 
 def file_digest(data: bytes, offset: int) -> bytes:
     """The sha256 of the file with its 32 digest bytes at `offset` taken as zero."""
-    return hashlib.sha256(data[:offset] + bytes(32) + data[offset + 32:]).digest()
+    view = memoryview(data)
+    digest = hashlib.sha256(view[:offset])
+    digest.update(bytes(32))
+    digest.update(view[offset + 32:])
+    return digest.digest()
 
 
 def _check_file_digest(bad, elf, data: bytes) -> None:

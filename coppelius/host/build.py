@@ -14,6 +14,7 @@ defined by their C source alone. The x86-64 build targets x86-64-v3 (AVX2, FMA: 
 server since 2013) and checks the CPU when it starts (cpu_check.c); AArch64 always has both.
 """
 import importlib.metadata
+import io
 import os
 import subprocess
 import sys
@@ -114,10 +115,9 @@ def link_host_executable(path, machine: str, identity: dict, sections: dict) -> 
         # .incbin names are relative to the assembler file's folder, given as an include path
         compile_program(machine, [*runtime_sources(), assembler], out, include_dirs=[HOST_DIR, work])
         data = bytearray(out.read_bytes())
-        with open(out, "rb") as linked:
-            offset, size = file_digest_extent(ELFFile(linked))
+        offset, size = file_digest_extent(ELFFile(io.BytesIO(data)))
         assert size == 32 and data[offset:offset + 32] == bytes(32), "the linker moved or filled the digest slot"
-        data[offset:offset + 32] = file_digest(bytes(data), offset)
+        data[offset:offset + 32] = file_digest(data, offset)
         with Publication(path) as published:
             published.file.write(bytes(data))
         os.chmod(path, 0o755)

@@ -69,8 +69,6 @@ int generate_parse_options(generation* g, failure* f) {
                     (unsigned long long)SEED_LIMIT);
     if ((g->prompt == NULL) == (g->prompt_tokens == NULL))
         return fail(f, "command line: give --prompt TEXT or --prompt-tokens FILE, one of them, to generate");
-    if (g->prompt && !g->prompt[0])
-        return fail(f, "command line: --prompt is empty; give at least one character of text");
     g->generator.state = g->seed;
     return 0;
 }

@@ -60,11 +60,12 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
 // it), in a writable folder (tests/reference_host/generate.py).
 static int check_sample_path(run_state* r, const char* checkpoint) {
     struct stat st, input;
-    if (stat(r->out, &st) == 0 && S_ISDIR(st.st_mode))
+    int exists = stat(r->out, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
         return fail(&r->f, "%s: --out names a folder; give a file path for the sample", r->out);
     const char* inputs[][2] = {{"the --checkpoint file", checkpoint}, {"the --prompt-tokens file", r->g.prompt_tokens},
                                {"the host ELF", r->elf}};
-    for (int i = 0; i < 3 && stat(r->out, &st) == 0; i++)
+    for (int i = 0; i < 3 && exists; i++)
         if (inputs[i][1] && stat(inputs[i][1], &input) == 0 && input.st_dev == st.st_dev &&
             input.st_ino == st.st_ino)
             return fail(&r->f, "%s: --out is %s, which the sample would replace; give another path for the sample",

@@ -7,7 +7,7 @@ from coppelius import canonical, cas, stages
 from coppelius.config import resolve, resolved_dict
 from coppelius.errors import CoppeliusError
 from coppelius.formats.elf import host_machine
-from coppelius.prepare import check_inputs, source_stamp
+from coppelius.prepare import check_inputs
 from coppelius.realize import ARTIFACTS as REALIZED
 from coppelius.realize.tables import ARTIFACTS as TABLES
 from coppelius.stages import host_machine_of
@@ -16,7 +16,7 @@ from coppelius.weights import check_init_from
 try:
     CONFIG = resolve(config)
     # the corpus or token file and the weights to start from too, so that a refused run touches nothing
-    check_inputs(CONFIG)
+    SOURCE_STAMP = check_inputs(CONFIG)
     check_init_from(CONFIG, "results")
 except CoppeliusError as error:
     sys.exit(f"coppelius: {error}")

@@ -11,6 +11,6 @@ rule prepare:
     params:
         coppelius=COPPELIUS,
         code=code_version("prepare"),
-        source=source_stamp(CONFIG),
+        source=SOURCE_STAMP,
     shell:
         "{params.coppelius} --log {log} prepare --config {input.config} --train {output.train} --val {output.val}"

@@ -323,6 +323,10 @@ extern "C" __global__ void __maxnreg__(80)
 // layernorm_backward_weight: dweight[c] and dbias[c], the sums of the partials' P rows. A block of 1024 threads
 // owns 32 of the 2C columns (a lane each); warp v adds rows v, v + 32, ... in order, then the 32 warps' sums are
 // added in warp order. Geometry: grid = ceil(2C / 32), blocks of 1024.
+// A warp's rows (at most MAX_BLOCKS / 32) are all loaded before its first add: the launch moves a few MB and is
+// latency-bound (~5.8 us at small with 8 loads in flight a warp, four round trips), so one round trip is the aim.
+// The same adds in the same order: the same bits.
+constexpr int LN_WEIGHT_ROWS = cpl::ln::MAX_BLOCKS / 32;  // partial rows a warp adds
 extern "C" __global__ void __launch_bounds__(cpl::ln::WEIGHT_THREADS)
     layernorm_backward_weight(__half* dweight, __half* dbias, const float* partials, int N, int C) {
     cpl::grid_dependency();
@@ -330,11 +334,16 @@ extern "C" __global__ void __launch_bounds__(cpl::ln::WEIGHT_THREADS)
     __shared__ float part[32][33];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, P = ln::backward_blocks(N);
     const int j = blockIdx.x * 32 + lane;  // a column of (2, C): dweight's, then dbias's
-    float s = 0.f;
-    if (j < 2 * C) {
-#pragma unroll 8
-        for (int p = warp; p < P; p += 32) s += partials[(i64)p * 2 * C + j];
+    float row[LN_WEIGHT_ROWS];
+#pragma unroll
+    for (int i = 0; i < LN_WEIGHT_ROWS; ++i) {
+        const int p = warp + 32 * i;
+        row[i] = j < 2 * C && p < P ? partials[(i64)p * 2 * C + j] : 0.f;
     }
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < LN_WEIGHT_ROWS; ++i)
+        if (warp + 32 * i < P) s += row[i];
     part[warp][lane] = s;
     __syncthreads();
     if (warp != 0 || j >= 2 * C) return;

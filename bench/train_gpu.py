@@ -45,7 +45,9 @@ def build_h200(model: str, batch: int, steps: int, work: Path) -> dict:
     project's own Python sources; the working directory becomes `work`."""
     from coppelius.config import ROOT as CROOT, resolve
     from coppelius.stages import build_chain
-    corpus = work / "corpus.txt"
+    # BENCH_CORPUS: one corpus for runs of two trees (step_ab.sh); the default is this tree's own sources, which a
+    # change to a .py file changes, and the losses with them
+    corpus = Path(os.environ.get("BENCH_CORPUS", work / "corpus.txt"))
     if not corpus.exists():
         text = b"".join(p.read_bytes() for p in sorted((CROOT / "coppelius").rglob("*.py")))
         corpus.write_bytes(text * (1 + 40_000_000 // len(text)))

@@ -2,12 +2,15 @@
 # A/B of the training step between two trees on one card, alternating so that clock drift shows: A is this tree with
 # DIFF reversed (e.g. `git diff main > change.diff` beside a change, carried to the card as an untracked file), B this
 # tree as it is. bench/train_gpu.py without a peer; each run's JSON under $OUT/A1, B1, A2, ... and its step line here,
-# then each run's first and last losses (a change that keeps the bits keeps them equal).
+# then each run's first and last losses (a change that keeps the bits keeps them equal: both trees train on the
+# first run's corpus).
 #     bash bench/experiments/step_ab.sh DIFF [models (small)] [rounds (2)]     (from the root, on the card, $OUT set)
 set -euo pipefail
 diff=$(realpath "$1") models=${2:-small} rounds=${3:-2} here=$PWD
 other=$(mktemp -d)
 cp -r "$here/." "$other/" && (cd "$other" && patch -s -R -p1 < "$diff")
+# one corpus for both trees (train_gpu.py's default is the tree's own sources, which a .py change alters)
+export BENCH_CORPUS=$(mktemp -d)/corpus.txt
 for i in $(seq "$rounds"); do
     for tree in A B; do
         dir=$([ "$tree" = A ] && echo "$other" || echo "$here")

@@ -77,6 +77,27 @@ static int check_sample_path(run_state* r, const char* checkpoint) {
     return check_writable_folder(folder, "--out's folder", &r->f);
 }
 
+// A train or predict run replaces predictions.bin, result.json and final.ckpt in --out: none may be one of its
+// inputs by its only name (a checkpoint copied there and resumed from would be lost once final.ckpt replaced it;
+// a run's own final.ckpt is a second name of its published checkpoint, which stays).
+static int check_outputs_are_not_inputs(run_state* r, const char* checkpoint, const char* tokens,
+                                        const char* validation) {
+    static const char* const OUTPUTS[] = {"final.ckpt", "predictions.bin", "result.json"};
+    const char* inputs[][2] = {{"--checkpoint", checkpoint}, {"--tokens", tokens}, {"--validation", validation}};
+    for (size_t o = 0; o < sizeof OUTPUTS / sizeof OUTPUTS[0]; o++) {
+        char path[4200];
+        struct stat output, input;
+        snprintf(path, sizeof path, "%s/%s", r->out, OUTPUTS[o]);
+        if (stat(path, &output) != 0) continue;
+        for (int i = 0; i < 3; i++)
+            if (inputs[i][1] && stat(inputs[i][1], &input) == 0 && input.st_dev == output.st_dev &&
+                input.st_ino == output.st_ino && input.st_nlink == 1)
+                return fail(&r->f, "%s: %s is this run's output %s in --out, which the run would replace; copy it out "
+                            "of %s or give another --out", inputs[i][1], inputs[i][0], OUTPUTS[o], r->out);
+    }
+    return 0;
+}
+
 static const section* need(run_state* r, const char* name) { return self_section(&r->image, name); }
 
 // The embedded certificate admits exactly the embedded plan, realization and tables sections
@@ -318,6 +339,8 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
     python_path(tokens ? tokens : "", r->tokens_path, sizeof r->tokens_path);
     python_path(out, r->out, sizeof r->out);
     if ((r->generate ? check_sample_path(r, checkpoint) : check_writable_folder(r->out, "--out", &r->f)) != 0 ||
+        (!r->generate && check_outputs_are_not_inputs(r, r->checkpoint_path, tokens ? r->tokens_path : NULL,
+                                                      validation ? r->validation_path : NULL) != 0) ||
         self_open(elf, &r->image, &r->f) != 0)
         return -1;
     uint8_t digest[32];

@@ -251,6 +251,20 @@ def test_out_and_log_are_checked_before_any_work(built, tmp_path):
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--log cannot be written" in proc.stderr
 
 
+def test_an_input_that_is_one_of_the_runs_outputs_in_out_is_refused(built, tmp_path):
+    """The interpreter's words for what the native host refuses (test_native_bad_input.py): a checkpoint in --out
+    named final.ckpt, which the run would replace."""
+    _, p, *_ = built
+    out = tmp_path / "ft"
+    out.mkdir()
+    mine = out / "final.ckpt"
+    mine.write_bytes(Path(p["checkpoint"]).read_bytes())
+    assert refused(p["elf"], mine, p["train"], out) == (
+        f"coppelius run: {mine}: --checkpoint is this run's output final.ckpt in --out, which the run would replace; "
+        f"copy it out of {out} or give another --out")
+    assert mine.read_bytes() == Path(p["checkpoint"]).read_bytes() and os.listdir(out) == ["final.ckpt"]
+
+
 @pytest.mark.parametrize("extra", [0, 4096, 300_000, 600_000, 680_000, 720_000])
 def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_path, extra):
     """The disk fills while the second checkpoint is written, flushed or closed: one line, the first

@@ -213,6 +213,36 @@ def test_out_is_checked_before_any_work(built, tmp_path):
     assert a_file.read_text() == "mine"
 
 
+def test_an_input_that_is_one_of_the_runs_outputs_in_out_is_refused(built, tmp_path):
+    """A checkpoint copied into --out as final.ckpt and resumed from into that --out would be replaced by the run's
+    own final.ckpt, and lost; a token file there named as another output likewise. `coppelius run` says the same."""
+    _, p, elf, *_ = built
+    out = tmp_path / "ft"
+    out.mkdir()
+    mine = out / "final.ckpt"
+    mine.write_bytes(Path(p["checkpoint"]).read_bytes())
+    line = refused(elf, mine, p["train"], out)
+    assert line == (f"{mine}: --checkpoint is this run's output final.ckpt in --out, which the run would replace; "
+                    f"copy it out of {out} or give another --out")
+    stream = out / "predictions.bin"
+    stream.write_bytes(Path(p["train"]).read_bytes())
+    for operation in ("train", "predict"):
+        assert "--tokens is this run's output predictions.bin in --out" in refused(elf, p["checkpoint"], stream, out,
+                                                                                  operation=operation)
+    assert "--validation is this run's output predictions.bin in --out" in refused(
+        elf, p["checkpoint"], p["train"], out, validation=stream)
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "run", elf, "--checkpoint", str(mine), "--tokens",
+                           p["train"], "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr == f"coppelius run: {line}\n"
+    assert mine.read_bytes() == Path(p["checkpoint"]).read_bytes() and sorted(os.listdir(out)) == [
+        "final.ckpt", "predictions.bin"]
+    ran = tmp_path / "ran"  # a run's own final.ckpt is a second name of its published checkpoint: resumed from
+    assert execute(elf, p["checkpoint"], p["train"], ran).returncode == 0
+    published = result.read(ran / "result.json")["published"][-1]
+    assert execute(elf, ran / "final.ckpt", p["train"], ran).returncode == 0
+    assert checkpoint.read_header(published)["step"] == 6 and checkpoint.read_header(ran / "final.ckpt")["step"] == 12
+
+
 def test_tampered_host_elf_is_refused_before_any_device(built, tmp_path):
     _, p, elf, *_ = built
     good = Path(elf).read_bytes()

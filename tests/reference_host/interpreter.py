@@ -416,6 +416,17 @@ def progress_printer(stream=sys.stderr):
     return progress
 
 
+def check_outputs_are_not_inputs(out_dir: str, inputs: dict) -> None:
+    """A train or predict run replaces final.ckpt, predictions.bin and result.json in --out: none may be an input by
+    its only name (the C runtime: check_outputs_are_not_inputs)."""
+    for name in ("final.ckpt", "predictions.bin", "result.json"):
+        output = Path(out_dir) / name
+        for flag, path in inputs.items():
+            if output.exists() and path is not None and Path(path).exists() and output.samefile(path) and output.stat().st_nlink == 1:
+                raise CoppeliusError(f"{Path(path)}: {flag} is this run's output {name} in --out, which the run would "
+                                     f"replace; copy it out of {Path(out_dir)} or give another --out")
+
+
 def run(host_elf: str, checkpoint_path: str, tokens_path: str | None, out_dir: str, operation: str = "train",
         validation_path: str | None = None, predict_from: str = "start", generate: dict | None = None) -> dict:
     """Train, predict, or generate (`generate`: the command line's strings of parse_options; --out is
@@ -429,6 +440,8 @@ def run(host_elf: str, checkpoint_path: str, tokens_path: str | None, out_dir: s
     else:
         check_command_line(operation, validation_path, predict_from)
         check_writable_folder(out_dir, "--out")
+        check_outputs_are_not_inputs(out_dir, {"--checkpoint": checkpoint_path, "--tokens": tokens_path,
+                                               "--validation": validation_path})
     program = Program(host_elf)
     make_device = device_factory(program)
     runner = Run(program, None, checkpoint_path, tokens_path, out_dir, operation, progress_printer(),  # checks inputs

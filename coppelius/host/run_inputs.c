@@ -311,7 +311,8 @@ static int run_identity(run_state* r) {
     sha256(text, (size_t)n, digest);
     sha256_hex(digest, r->identity);
     snprintf(r->folder, sizeof r->folder, "%s/checkpoints/%.16s", r->out, r->identity);
-    return 0;
+    // a train run publishes there: an existing folder it cannot write is refused now, not at the first publication
+    return r->predict ? 0 : check_writable_folder(r->folder, "this run's checkpoint folder", &r->f);
 }
 
 static int identity_string(run_state* r, json_document* identity, const char* key, char* out, size_t room) {

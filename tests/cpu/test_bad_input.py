@@ -265,6 +265,19 @@ def test_an_input_that_is_one_of_the_runs_outputs_in_out_is_refused(built, tmp_p
     assert mine.read_bytes() == Path(p["checkpoint"]).read_bytes() and os.listdir(out) == ["final.ckpt"]
 
 
+def test_a_checkpoint_folder_it_cannot_write_is_refused_before_any_step(built, tmp_path):
+    """The interpreter's words for what the native host refuses (test_native_bad_input.py)."""
+    _, p, *_ = built
+    in_the_way = tmp_path / "checkpoints"
+    in_the_way.write_text("mine")
+    proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint", p["checkpoint"],
+                           "--tokens", p["train"], "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    line = proc.stderr.strip()
+    assert proc.returncode == 1 and "\n" not in line and line.startswith(f"coppelius run: {in_the_way}/") and line.endswith(
+        ": this run's checkpoint folder is not a writable folder (Not a directory); give a folder you can write to")
+    assert in_the_way.read_text() == "mine" and os.listdir(tmp_path) == ["checkpoints"]
+
+
 @pytest.mark.parametrize("extra", [0, 4096, 300_000, 600_000, 680_000, 720_000])
 def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_path, extra):
     """The disk fills while the second checkpoint is written, flushed or closed: one line, the first

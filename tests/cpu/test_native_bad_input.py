@@ -243,6 +243,41 @@ def test_an_input_that_is_one_of_the_runs_outputs_in_out_is_refused(built, tmp_p
     assert checkpoint.read_header(published)["step"] == 6 and checkpoint.read_header(ran / "final.ckpt")["step"] == 12
 
 
+def test_a_checkpoint_folder_it_cannot_write_is_refused_before_any_step(built, tmp_path):
+    """--out is writable but this run's checkpoint folder is not (a file in its place, a read-only mount): refused
+    before the first step, not at the first publication after `interval` steps of work."""
+    _, p, elf, *_ = built
+    assert execute(elf, p["checkpoint"], p["train"], tmp_path / "first").returncode == 0
+    name = next((tmp_path / "first" / "checkpoints").iterdir()).name  # the run identity's folder
+    in_the_way = tmp_path / "a" / "checkpoints"
+    in_the_way.parent.mkdir()
+    in_the_way.write_text("mine")
+    a_file = tmp_path / "b" / "checkpoints" / name
+    a_file.parent.mkdir(parents=True)
+    a_file.write_text("mine")
+    cases = [(tmp_path / "a", "is not a writable folder (Not a directory); give a folder you can write to"),
+             (tmp_path / "b", "names a file, not a folder; give a folder for the outputs")]
+    read_only = tmp_path / "c" / "checkpoints" / name
+    read_only.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(read_only), str(read_only)],
+                             capture_output=True).returncode == 0
+    if mounted:
+        cases.append((tmp_path / "c", "is not a writable folder (Read-only file system); give a folder you can write to"))
+    try:
+        for out, words in cases:
+            proc = execute(elf, p["checkpoint"], p["train"], out)
+            print(proc.stderr.strip())
+            assert proc.returncode == 1 and proc.stderr == (f"{out}/checkpoints/{name}: this run's checkpoint folder "
+                                                            f"{words}\n")
+            assert sorted(os.listdir(out)) == ["checkpoints"]  # no predictions, no result record: no work done
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(read_only)])
+    assert in_the_way.read_text() == "mine" and a_file.read_text() == "mine"
+    if not mounted:
+        pytest.skip("checked a file in the folder's place; a read-only mount needs root")
+
+
 def test_tampered_host_elf_is_refused_before_any_device(built, tmp_path):
     _, p, elf, *_ = built
     good = Path(elf).read_bytes()

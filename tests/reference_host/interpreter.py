@@ -5,7 +5,9 @@ planner. Everything a run needs is checked before the device is touched.
 """
 import hashlib
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -88,6 +90,8 @@ class Run:
             self.stream = self._check_tokens()
             self.validation_stream = self._check_validation()
             self.identity = self._run_identity()
+            if operation == "train":  # refused now, not at the first publication (the C runtime: run_identity)
+                check_folder_writable_before(self.checkpoint_directory(), "this run's checkpoint folder")
         self.tables = program.tables
         self.buffers = self.tables.buffers
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
@@ -414,6 +418,24 @@ def progress_printer(stream=sys.stderr):
             stream.write(line + "\n")
         stream.flush()
     return progress
+
+
+def check_folder_writable_before(path: Path, flag: str) -> None:
+    """A folder the run can write, or create: its nearest existing ancestor probed, nothing made."""
+    if path.exists() and not path.is_dir():
+        raise CoppeliusError(f"{path}: {flag} names a file, not a folder; give a folder for the outputs")
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, os.strerror(20))
+        fd, probe = tempfile.mkstemp(prefix=".writable.", suffix=".tmp", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CoppeliusError(f"{path}: {flag} is not a writable folder ({e.strerror}); give a folder you can write "
+                             f"to") from None
 
 
 def check_outputs_are_not_inputs(out_dir: str, inputs: dict) -> None:

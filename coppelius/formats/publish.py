@@ -1,5 +1,6 @@
 """Atomic publication: a file appears whole under its name or not at all, even across a crash."""
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -7,6 +8,15 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CoppeliusError
+
+
+def write_remedy(error: OSError) -> str:
+    """What to do when writing a file failed with `error` (the native host's write_remedy, failure.c)."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "free space"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "make the folder writable"
+    return "check the disk"
 
 
 def fsync_directory(directory: Path) -> None:

@@ -9,4 +9,8 @@ typedef struct { char line[1024]; } failure;
 // Write the line (printf-style) and return -1, so a reader can `return fail(f, ...)`.
 int fail(failure* f, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
+// What to do when writing a file failed with errno `error`: "free space" (a full disk or quota), "make the folder
+// writable" (permission denied, a read-only file system), else "check the disk" (an I/O error and the rest).
+const char* write_remedy(int error);
+
 #endif

@@ -142,7 +142,7 @@ int generate_take(generation* g, const uint8_t* rows, uint64_t positions, uint64
 int generate_write(const generation* g, const char* path, failure* f) {
     size_t room = g->byte_level ? g->count : 11 * g->count + 1, n = 0;
     char* text = malloc(room ? room : 1);
-    if (!text) return fail(f, "%s: writing the sample failed (%s); free space or give another --out", path,
+    if (!text) return fail(f, "%s: writing the sample failed (%s); free memory or give another --out", path,
                            strerror(ENOMEM));
     for (uint64_t i = 0; i < g->count; i++) {
         if (g->byte_level) text[n++] = (char)g->ids[i];
@@ -153,8 +153,8 @@ int generate_write(const generation* g, const char* path, failure* f) {
     if (publication_begin(&p, path, &ignored) != 0 || publication_write(&p, text, n, &ignored) != 0 ||
         publication_commit(&p, &ignored) != 0) {
         free(text);
-        return fail(f, "%s: writing the sample failed (%s); free space or give another --out", path,
-                    strerror(p.error));
+        return fail(f, "%s: writing the sample failed (%s); %s or give another --out", path, strerror(p.error),
+                    write_remedy(p.error));
     }
     fwrite(text, 1, n, stdout);
     fflush(stdout);

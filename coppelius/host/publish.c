@@ -53,7 +53,8 @@ static int write_all(publication* p, const void* data, size_t n, long long offse
             int error = wrote < 0 ? errno : ENOSPC;
             publication_abort(p);
             p->error = error;
-            return fail(f, "%s: writing failed (%s); free space and run again", p->path, strerror(error));
+            return fail(f, "%s: writing failed (%s); %s and run again", p->path, strerror(error),
+                        write_remedy(error));
         }
         at += wrote, n -= (size_t)wrote;
         if (offset >= 0) offset += wrote;
@@ -76,7 +77,8 @@ int publication_commit(publication* p, failure* f) {
         int error = errno;
         publication_abort(p);
         p->error = error;
-        return fail(f, "%s: %s of the temporary failed (%s); free space and run again", p->path, step, strerror(error));
+        return fail(f, "%s: %s of the temporary failed (%s); %s and run again", p->path, step, strerror(error),
+                    write_remedy(error));
     }
     close(p->fd);
     p->fd = -1;

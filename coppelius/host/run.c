@@ -95,8 +95,8 @@ static int publication_failed(run_state* r, int error, const char* what) {
     else
         snprintf(recorded, sizeof recorded, "the result record could not be written either (%s)",
                  strerror(late_error));
-    fail(&r->f, "%s: publishing %s failed (%s); the newest published checkpoint stays %s and %s: free space and "
-         "resume from it", r->folder, what, strerror(error), newest_published(r), recorded);
+    fail(&r->f, "%s: publishing %s failed (%s); the newest published checkpoint stays %s and %s: %s and resume "
+         "from it", r->folder, what, strerror(error), newest_published(r), recorded, write_remedy(error));
     return 1;
 }
 

@@ -371,7 +371,7 @@ def test_disk_full_at_any_point_of_a_publication_says_so_in_one_line(built, tmp_
         proc = execute(elf, p["checkpoint"], p["train"], mount / "run", timeout=120)
         last = proc.stderr.strip().splitlines()[-1]
         print(size, last)
-        assert proc.returncode == 1 and "No space left on device" in last
+        assert proc.returncode == 1 and "No space left on device" in last and "free space and" in last
         published = sorted((mount / "run" / "checkpoints").glob("*/step-*.ckpt"))
         assert [checkpoint.read(f)[0]["step"] for f in published] in ([], [3])
         if published:

@@ -18,7 +18,8 @@ from coppelius import canonical
 from coppelius.formats import certificate, checkpoint, faults, result
 from coppelius.formats.elf import host_machine, read_host_elf
 from coppelius.formats.program import OPERATIONS, walk
-from coppelius.formats.publish import Publication, check_writable_folder, publish_bytes, publish_link
+from coppelius.formats.publish import (Publication, check_writable_folder, publish_bytes, publish_link,
+                                       write_remedy)
 from coppelius.formats.step_size import f32_word, step_size_host
 from reference_host.generate import Generation, check_sample_path, parse_options
 from reference_host.sections import RunTables
@@ -266,7 +267,7 @@ class Run:
         except OSError as late:
             recorded = f"the result record could not be written either ({late.strerror or late})"
         raise CoppeliusError(f"{self.checkpoint_directory()}: publishing {what} failed ({reason}); the newest "
-                             f"published checkpoint stays {newest} and {recorded}: free space and resume from it")
+                             f"published checkpoint stays {newest} and {recorded}: {write_remedy(error)} and resume from it")
 
     def op_checkpoint_begin(self):
         try:
@@ -380,8 +381,8 @@ class Run:
         try:
             publish_bytes(self.out, text)
         except OSError as error:
-            raise CoppeliusError(f"{self.out}: writing the sample failed ({error.strerror or error}); free space "
-                                 f"or give another --out")
+            raise CoppeliusError(f"{self.out}: writing the sample failed ({error.strerror or error}); "
+                                 f"{write_remedy(error)} or give another --out")
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
 

@@ -112,8 +112,9 @@ def read_header(path: str | Path) -> dict:
     header = decode_header(path, head)
     expected = header["payload_bytes"]
     if size != HEADER_BYTES + expected:
+        how = "truncated" if size < HEADER_BYTES + expected else "longer than written"
         raise CoppeliusError(f"{path}: size is {size} bytes but the header's payload_bytes {expected} needs "
-                             f"{HEADER_BYTES + expected}; the file is truncated: use an earlier published checkpoint")
+                             f"{HEADER_BYTES + expected}; the file is {how}: use an earlier published checkpoint")
     return header
 
 

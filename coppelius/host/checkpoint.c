@@ -68,10 +68,12 @@ int checkpoint_read_header(const char* path, checkpoint_header* h, failure* f) {
     if (h->description_bytes > CHECKPOINT_HEADER_BYTES - CHECKPOINT_DESCRIPTION_AT)
         return fail(f, "%s: the header's description is unreadable; " CORRUPT, path);
     if ((uint64_t)st.st_size != CHECKPOINT_HEADER_BYTES + h->payload_bytes)
-        return fail(f, "%s: size is %lld bytes but the header's payload_bytes %llu needs %llu; the file is truncated: "
+        return fail(f, "%s: size is %lld bytes but the header's payload_bytes %llu needs %llu; the file is %s: "
                     "use an earlier published checkpoint", path, (long long)st.st_size,
                     (unsigned long long)h->payload_bytes,
-                    (unsigned long long)(CHECKPOINT_HEADER_BYTES + h->payload_bytes));
+                    (unsigned long long)(CHECKPOINT_HEADER_BYTES + h->payload_bytes),
+                    (uint64_t)st.st_size < CHECKPOINT_HEADER_BYTES + h->payload_bytes ? "truncated"
+                                                                                      : "longer than written");
     return 0;
 }
 

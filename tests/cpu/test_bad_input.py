@@ -66,6 +66,8 @@ def test_truncated_checkpoint(built, tmp_path):
     _, p, *_ = built
     bad = damaged(tmp_path, p["checkpoint"], lambda d: d[:-100])
     assert "is truncated" in refused(p["elf"], bad, p["train"], tmp_path / "o")
+    longer = damaged(tmp_path, p["checkpoint"], lambda d: d + bytes(100))
+    assert "the file is longer than written" in refused(p["elf"], longer, p["train"], tmp_path / "o2")
 
 
 def test_checkpoint_wrong_magic_and_version(built, tmp_path):

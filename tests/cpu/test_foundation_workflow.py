@@ -1,6 +1,7 @@
 """The workflow on fresh copies of the repository: plans for the GPU targets on this CPU-only
 machine, nothing to do on a second run, identical plan bytes across directories, and config
 refusals in one line before any job runs."""
+import pytest
 from conftest import copy_clone, snakemake
 
 
@@ -20,6 +21,18 @@ def test_bad_config_refused_before_any_job(clone):
     lines = [l for l in run.stderr.splitlines() if "coppelius:" in l]
     assert run.returncode != 0 and lines == [
         "coppelius: config: key 'steps' is 301; it must be a multiple of interval (200): change steps or interval"]
+    assert not (clone / "results").exists()
+
+
+@pytest.mark.parametrize("value, line", [
+    ("seed=1.0", "config: key 'seed' is 1.0 (float); it must be integer"),
+])
+def test_a_value_of_the_wrong_kind_is_one_line_from_a_dry_run(clone, value, line):
+    """What the schema lets through must not reach a stage (a traceback from canonical JSON, a table's packer):
+    `snakemake -n` refuses it in the line of the config check."""
+    run = snakemake(clone, "-n", "--config", value)
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert [l for l in run.stderr.splitlines() if "coppelius:" in l] == [f"coppelius: {line}"]
     assert not (clone / "results").exists()
 
 

@@ -38,6 +38,9 @@ def test_defaults_resolve_exactly():
     ({"beta2": "1"}, "key 'beta2' is '1'; it must lie in [0, 1)"),
     ({"steps": 0}, "key 'steps' is 0; it must be at least 1"),
     ({"corpus": "a.txt", "tokens": "b.bin"}, "give either corpus or tokens"),
+    ({"seed": 1.0}, "key 'seed' is 1.0 (float); it must be integer"),
+    ({"steps": 600.0}, "key 'steps' is 600.0 (float); it must be integer"),
+    ({"vocab": 256.0}, "key 'vocab' is 256.0 (float); it must be integer or null"),
 ])
 def test_refusals_name_key_and_value(overrides, expected):
     assert expected in refusal(**overrides)

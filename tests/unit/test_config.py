@@ -41,6 +41,10 @@ def test_defaults_resolve_exactly():
     ({"seed": 1.0}, "key 'seed' is 1.0 (float); it must be integer"),
     ({"steps": 600.0}, "key 'steps' is 600.0 (float); it must be integer"),
     ({"vocab": 256.0}, "key 'vocab' is 256.0 (float); it must be integer or null"),
+    ({"keep": 2**32}, "key 'keep' is 4294967296; it must be at most 4294967295"),
+    ({"max_skips": 2**40}, "key 'max_skips' is 1099511627776; it must be at most 4294967295"),
+    ({"eval_contexts": 2**32}, "key 'eval_contexts' is 4294967296; it must be at most 4294967295"),
+    ({"steps": 2**32, "interval": 2**32}, "key 'interval' is 4294967296; it must be at most 4294967295"),
 ])
 def test_refusals_name_key_and_value(overrides, expected):
     assert expected in refusal(**overrides)

@@ -86,12 +86,42 @@ def _schema_refusal(error: jsonschema.ValidationError, source: str) -> Coppelius
     return CoppeliusError(f"{source}: key {key!r} is {value!r}; {error.message}")
 
 
+RATIO_BITS = 1000  # a ratio's numerator and denominator: far past binary32's range, short of float()'s and str()'s limits
+
+
 def ratio(key: str, value, source: str) -> Fraction:
     try:
         result = Fraction(str(value).strip()) if not isinstance(value, Fraction) else value
     except (ValueError, ZeroDivisionError):
         raise CoppeliusError(f"{source}: key {key!r} is {value!r}; write a decimal or a fraction such as 3e-4 or 1/1000")
+    if max(abs(result.numerator), result.denominator).bit_length() > RATIO_BITS:
+        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; it is far outside binary32's range (1.2e-38 to 3.4e38): "
+                             f"write a value such as 3e-4 or 1/1000")
     return result
+
+
+# The plan holds the learner's numbers as binary32 words (plan/graph.py: beta1, beta2, eps x loss_scale, lr x
+# weight_decay, loss_scale / tokens; the step size, at most lr / (1 - beta1)): each must be finite, and those that
+# are not zero a normal number (the decay a nonzero one), so that no stage meets an infinity or a word rounded to zero.
+F32_MAX = Fraction(2**128 - 2**104)  # binary32's largest finite value, 3.4e38
+F32_MIN = Fraction(1, 2**126)        # its smallest normal value, 1.2e-38
+BETA_BELOW = 1 - Fraction(1, 2**25)  # a beta from here up rounds to 1 in binary32
+F32_RANGE = "between 1.2e-38 and 3.4e38"
+
+
+def _check_binary32(ratios: dict, scale: int, raw: dict, source: str) -> None:
+    lr, eps, wd = ratios["lr"], ratios["eps"], ratios["weight_decay"]
+    _check(scale <= 2**127, source, "loss_scale", scale, "it must be at most 2^127, binary32's largest power of two")
+    for beta in ("beta1", "beta2"):
+        _check(ratios[beta] < BETA_BELOW, source, beta, raw[beta],
+               "it rounds to 1 in binary32, which the AdamW kernel takes: use at most 0.99999994")
+    _check(F32_MIN <= lr, source, "lr", raw["lr"], f"it rounds to zero or a subnormal in binary32: use a value {F32_RANGE}")
+    _check(lr / (1 - ratios["beta1"]) <= F32_MAX, source, "lr", raw["lr"],
+           "the AdamW step size, up to lr / (1 - beta1), would pass binary32's largest (3.4e38): lower lr")
+    _check(F32_MIN <= eps * scale <= F32_MAX, source, "eps", raw["eps"],
+           f"the AdamW kernel takes eps x loss_scale ({scale}) in binary32: make that product {F32_RANGE}")
+    _check(wd == 0 or Fraction(1, 2**149) <= lr * wd <= F32_MAX, source, "weight_decay", raw["weight_decay"],
+           "the AdamW kernel takes lr x weight_decay in binary32: make that product 0 or between 1.4e-45 and 3.4e38")
 
 
 def _check(condition: bool, source: str, key: str, value, todo: str):
@@ -168,6 +198,7 @@ def resolve(raw: dict, source: str = "config") -> Config:
     _check(ratios["weight_decay"] >= 0, source, "weight_decay", raw["weight_decay"], "it must be zero or positive")
     scale = raw["loss_scale"]
     _check(scale & (scale - 1) == 0, source, "loss_scale", scale, "it must be a power of two such as 1024")
+    _check_binary32(ratios, scale, raw, source)
     _check(raw["steps"] % raw["interval"] == 0, source, "steps", raw["steps"],
            f"it must be a multiple of interval ({raw['interval']}): change steps or interval")
     _check_int32_counts(model, raw["batch"], source)

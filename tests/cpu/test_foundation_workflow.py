@@ -27,6 +27,8 @@ def test_bad_config_refused_before_any_job(clone):
 @pytest.mark.parametrize("value, line", [
     ("seed=1.0", "config: key 'seed' is 1.0 (float); it must be integer"),
     ("keep=4294967296", "config: key 'keep' is 4294967296; it must be at most 4294967295"),
+    ("eps=1e300", "config: key 'eps' is 1e+300; the AdamW kernel takes eps x loss_scale (1024) in binary32: make "
+                  "that product between 1.2e-38 and 3.4e38"),
 ])
 def test_a_value_of_the_wrong_kind_is_one_line_from_a_dry_run(clone, value, line):
     """What the schema lets through must not reach a stage (a traceback from canonical JSON, a table's packer):

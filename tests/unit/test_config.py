@@ -1,4 +1,6 @@
 """Every kind of configuration refusal, with its one-line message."""
+from fractions import Fraction
+
 import pytest
 import yaml
 
@@ -45,6 +47,15 @@ def test_defaults_resolve_exactly():
     ({"max_skips": 2**40}, "key 'max_skips' is 1099511627776; it must be at most 4294967295"),
     ({"eval_contexts": 2**32}, "key 'eval_contexts' is 4294967296; it must be at most 4294967295"),
     ({"steps": 2**32, "interval": 2**32}, "key 'interval' is 4294967296; it must be at most 4294967295"),
+    ({"lr": "1e-50"}, "key 'lr' is '1e-50'; it rounds to zero or a subnormal in binary32"),
+    ({"lr": 1e300}, "key 'lr' is 1e+300; the AdamW step size, up to lr / (1 - beta1), would pass binary32's largest"),
+    ({"lr": "1e999999"}, "key 'lr' is '1e999999'; it is far outside binary32's range"),
+    ({"weight_decay": "1e-5000"}, "key 'weight_decay' is '1e-5000'; it is far outside binary32's range"),
+    ({"eps": "1e300"}, "key 'eps' is '1e300'; the AdamW kernel takes eps x loss_scale (1024) in binary32"),
+    ({"eps": "1e-50"}, "key 'eps' is '1e-50'; the AdamW kernel takes eps x loss_scale (1024) in binary32"),
+    ({"weight_decay": "1e300"}, "key 'weight_decay' is '1e300'; the AdamW kernel takes lr x weight_decay in binary32"),
+    ({"beta1": "0.99999999999999999999"}, "key 'beta1' is '0.99999999999999999999'; it rounds to 1 in binary32"),
+    ({"loss_scale": 2**200}, "it must be at most 2^127"),
 ])
 def test_refusals_name_key_and_value(overrides, expected):
     assert expected in refusal(**overrides)
@@ -68,3 +79,10 @@ def test_unreadable_config_file(tmp_path):
     bad.write_text("- a list\n")
     with pytest.raises(CoppeliusError, match="not a mapping"):
         load(bad)
+
+
+def test_the_learners_numbers_at_binary32s_edges_resolve():
+    """The smallest lr and the largest beta the kernels' binary32 words hold, a decay that is subnormal there."""
+    config = resolve(DEFAULTS | {"lr": "2e-38", "beta1": "0.99999994", "beta2": "0.99999994", "loss_scale": 2**127,
+                                 "eps": "1e-37"})
+    assert config.learner.loss_scale == 2**127 and config.learner.lr == Fraction(2, 10**38)

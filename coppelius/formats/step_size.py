@@ -49,6 +49,8 @@ def step_size_exact(lr: Fraction, beta1: Fraction, beta2: Fraction, t: int) -> n
     square = r * r * s
 
     def compare(m: Fraction) -> int:
+        if m <= 0:  # x > 0; squaring a negative m would walk the search down for ever (x below 2^-150 rounds to 0)
+            return 1
         m2 = m * m
         return (square > m2) - (square < m2)
     return _nearest_f32(compare, float(r) * math.sqrt(float(s)))

@@ -2,6 +2,7 @@
 corruptions of good plans, realizations, tables and card profiles is each refused by the check that
 owns it, with a message naming the item; the learner's interval shortcut agrees with the exact path.
 """
+import signal
 from fractions import Fraction
 
 import numpy as np
@@ -166,3 +167,17 @@ def test_a_long_way_to_the_tail_is_fast_and_unbounded():
 def test_nearest_is_monotone_where_the_tail_needs_it():
     lr = Fraction(3, 1000)
     assert nearest_f32(lr * (1 - Fraction(1, 2 ** 60))) == nearest_f32(lr) == nearest_f32(lr / (1 - Fraction(1, 2 ** 60)))
+
+
+def test_a_step_size_below_binary32s_smallest_half_is_zero_not_a_search_for_ever():
+    """Under half the smallest subnormal (2^-150) the nearest binary32 is 0; the search used to square a negative
+    candidate below 0 and walk down without end. Its neighbours still round to theirs."""
+    def hung(*_):
+        raise TimeoutError("step_size_exact searched for 10 s")
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    assert step_size_exact(Fraction(1, 10**50), Fraction(9, 10), Fraction(95, 100), 1) == np.float32(0)
+    tiny = Fraction(1, 2**149)  # the smallest subnormal; lr = it, betas 0: the step size is exactly it
+    assert step_size_exact(tiny, Fraction(0), Fraction(0), 1) == np.float32(float(tiny))
+    assert step_size_exact(tiny * 2 / 5, Fraction(0), Fraction(0), 1) == np.float32(0)  # 0.4 of it: 0
+    signal.alarm(0)

@@ -14,7 +14,7 @@ import yaml
 
 from .errors import CoppeliusError
 from .model import DIMENSIONS, Model, preset
-from .formats.geometry import MAX_WIDTH
+from .formats.geometry import MAX_HEAD_SIZE, MAX_WIDTH
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -204,6 +204,9 @@ def resolve(raw: dict, source: str = "config") -> Config:
     _check_int32_counts(model, raw["batch"], source)
     _check(model.width <= MAX_WIDTH, source, "width", model.width,
            f"the layernorm backward gives each 8 channels a thread of one block: use a width of at most {MAX_WIDTH}")
+    _check(model.head_size <= MAX_HEAD_SIZE, source, "heads", model.heads,
+           f"the head size, width / heads = {model.head_size}, is past the {MAX_HEAD_SIZE} the attention kernels "
+           f"take: use at least {-(-model.width // MAX_HEAD_SIZE)} heads, dividing width")
     for key in ("corpus", "tokens", "init_from"):
         value = raw.get(key)
         _check(value is None or value.isprintable(), source, key, value,

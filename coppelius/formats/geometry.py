@@ -209,12 +209,16 @@ def lm_head_leaves_stats(scalars: dict, arch: str = "any") -> bool:
     return arch in LM_HEAD_STATS_ARCHS and scalars["V"] >= LM_HEAD_STATS_MIN_V and stats_width(scalars, arch) == 256
 
 
+HEAD_PADDINGS = (16, 32, 64, 128)  # the head sizes the attention kernels are instantiated for
+MAX_HEAD_SIZE = HEAD_PADDINGS[-1]  # the largest head size of the tensor-core kernels (config.py refuses a larger one)
+
+
 def head_padding(hs: int) -> int:
     """The padded head size HSP the attention kernels instantiate for head size hs."""
-    for hsp in (16, 32, 64, 128):
+    for hsp in HEAD_PADDINGS:
         if hs <= hsp:
             return hsp
-    raise ValueError(f"attention head size {hs} > 128 is not supported by the tensor-core kernels")
+    raise ValueError(f"attention head size {hs} > {MAX_HEAD_SIZE} is not supported by the tensor-core kernels")
 
 
 def attention_shared_bytes(kernel: str, hsp: int, arch: str = "any") -> int:

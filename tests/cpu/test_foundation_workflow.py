@@ -29,11 +29,13 @@ def test_bad_config_refused_before_any_job(clone):
     ("keep=4294967296", "config: key 'keep' is 4294967296; it must be at most 4294967295"),
     ("eps=1e300", "config: key 'eps' is 1e+300; the AdamW kernel takes eps x loss_scale (1024) in binary32: make "
                   "that product between 1.2e-38 and 3.4e38"),
+    ("model=small heads=1", "config: key 'heads' is 1; the head size, width / heads = 384, is past the 128 the attention "
+                            "kernels take: use at least 3 heads, dividing width"),
 ])
 def test_a_value_of_the_wrong_kind_is_one_line_from_a_dry_run(clone, value, line):
     """What the schema lets through must not reach a stage (a traceback from canonical JSON, a table's packer):
     `snakemake -n` refuses it in the line of the config check."""
-    run = snakemake(clone, "-n", "--config", value)
+    run = snakemake(clone, "-n", "--config", *value.split())
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     assert [l for l in run.stderr.splitlines() if "coppelius:" in l] == [f"coppelius: {line}"]
     assert not (clone / "results").exists()

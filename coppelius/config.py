@@ -80,6 +80,9 @@ def _schema_refusal(error: jsonschema.ValidationError, source: str) -> Coppelius
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
         return CoppeliusError(f"{source}: key {key!r} is {value!r} ({type(value).__name__}); it must be {wanted}")
+    if error.validator == "minLength":  # the paths: corpus, tokens, init_from
+        return CoppeliusError(f"{source}: key {key!r} is {value!r}; an empty path names no file: give a path, or null "
+                              f"for the default")
     if error.validator in ("minimum", "maximum"):
         word = "at least" if error.validator == "minimum" else "at most"
         return CoppeliusError(f"{source}: key {key!r} is {value!r}; it must be {word} {error.validator_value}")

@@ -41,6 +41,16 @@ def test_a_value_of_the_wrong_kind_is_one_line_from_a_dry_run(clone, value, line
     assert not (clone / "results").exists()
 
 
+def test_an_empty_path_in_a_config_file_is_one_line_from_a_dry_run(clone, tmp_path):
+    """`tokens: ""` (Snakemake's --config makes an empty value null; a file keeps it) used to pass as no token file and
+    then fail the prepare job."""
+    (tmp_path / "mine.yaml").write_text('tokens: ""\n')
+    run = snakemake(clone, "-n", "--configfile", str(tmp_path / "mine.yaml"))
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert [l for l in run.stderr.splitlines() if "coppelius:" in l] == [
+        "coppelius: config: key 'tokens' is ''; an empty path names no file: give a path, or null for the default"]
+
+
 def test_gb10_builds_admits_and_stops_before_training(clone):
     """On this CPU-only machine: the whole build for the GB10, then one line saying there is no GB10."""
     from conftest import build_corpus

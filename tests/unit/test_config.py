@@ -56,6 +56,9 @@ def test_defaults_resolve_exactly():
     ({"weight_decay": "1e300"}, "key 'weight_decay' is '1e300'; the AdamW kernel takes lr x weight_decay in binary32"),
     ({"beta1": "0.99999999999999999999"}, "key 'beta1' is '0.99999999999999999999'; it rounds to 1 in binary32"),
     ({"loss_scale": 2**200}, "it must be at most 2^127"),
+    ({"tokens": ""}, "key 'tokens' is ''; an empty path names no file: give a path, or null for the default"),
+    ({"corpus": ""}, "key 'corpus' is ''; an empty path names no file"),
+    ({"init_from": ""}, "key 'init_from' is ''; an empty path names no file"),
     ({"width": 256, "heads": 1}, "key 'heads' is 1; the head size, width / heads = 256, is past the 128 the attention "
                                  "kernels take: use at least 2 heads"),
 ])

@@ -54,15 +54,26 @@ def read(path: str | Path) -> dict:
         raise CoppeliusError(f"{path}: cannot read the result record ({e.strerror}); run training first")
     except (ValueError, UnicodeDecodeError) as e:
         raise CoppeliusError(f"{path}: not JSON ({e}); the result record is corrupt: run again")
-    if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION:
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
         value = record.get("format") if isinstance(record, dict) else type(record).__name__
         raise CoppeliusError(f"{path}: format is {value!r}, not {FORMAT!r} version {VERSION}; give a Coppelius result record")
+    if record.get("version") != VERSION:
+        raise CoppeliusError(f"{path}: version is {record.get('version')!r}, not {VERSION}; give a result record of this "
+                             f"Coppelius (run again to write one)")
     for key, kind in REQUIRED.items():
         if not isinstance(record.get(key), kind):
             raise CoppeliusError(f"{path}: key {key!r} is {record.get(key)!r}, not a {kind.__name__}; "
                                  f"the result record is incomplete: run again to write a whole one")
-    entries = record["steps"] + record["predict"]
+    validation = record.get("validation", {"points": []})
+    points = validation.get("points") if isinstance(validation, dict) else None
+    if not isinstance(points, list):
+        raise CoppeliusError(f"{path}: key 'validation' is {validation!r:.60}, not an object with a list of points; "
+                             f"the result record is incomplete: run again to write a whole one")
+    entries = record["steps"] + record["predict"] + points
     if not all(isinstance(e, dict) and isinstance(e.get("loss"), (int, float)) for e in entries):
-        raise CoppeliusError(f"{path}: an entry of 'steps' or 'predict' has no numeric 'loss'; "
+        raise CoppeliusError(f"{path}: an entry of 'steps', 'predict' or 'validation' has no numeric 'loss'; "
+                             f"the result record is incomplete: run again to write a whole one")
+    if not all(type(e.get("t")) is int for e in record["steps"] + points):
+        raise CoppeliusError(f"{path}: an entry of 'steps' or 'validation' has no integer step 't'; "
                              f"the result record is incomplete: run again to write a whole one")
     return record

@@ -134,3 +134,33 @@ def test_cubin_reader(cubin, data):
     from coppelius.formats.cubin import read_cubin
     blob = data.draw(mutations(cubin[:20000]) | mutations(cubin))
     either_parses_or_refuses(lambda: read_cubin(blob))
+
+
+WHOLE_RESULT = {"format": "coppelius-result", "version": 2, "operation": "train", "status": "completed", "skipped": 0,
+                "epoch": 0, "published": [], "predict": [], "tokens_per_second": 10.0,
+                "steps": [{"t": 1, "loss": 5.0, "tokens_per_second": 10.0}, {"t": 2, "loss": 4.0}],
+                "validation": {"path": "val.bin", "contexts": 2, "points": [{"t": 2, "loss": 4.5}], "seconds": 0.1},
+                "tokens": {"path": "train.bin", "count": 100}, "tokens_per_step": 10}
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda r: r.update(version=3), "version is 3, not 2"),
+    (lambda r: r.update(validation=[]), "key 'validation' is [], not an object with a list of points"),
+    (lambda r: r["validation"].update(points="x"), "key 'validation' is"),
+    (lambda r: r["validation"]["points"][0].pop("loss"), "'validation' has no numeric 'loss'"),
+    (lambda r: r["steps"][0].update(t="one"), "has no integer step 't'"),
+    (lambda r: r["validation"]["points"][0].update(t=None), "has no integer step 't'"),
+])
+def test_a_changed_field_of_a_result_record_is_refused_by_inspect_in_one_line(tmp_path, change, named):
+    """`coppelius inspect` (and report) read what result.read() vouched for: a record whose validation is not an
+    object crashed inspect with an AttributeError; a wrong version was reported as a wrong format."""
+    from coppelius.inspect import describe
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(WHOLE_RESULT))
+    assert describe(str(path))[0].endswith("result record (train, completed)")
+    record = json.loads(json.dumps(WHOLE_RESULT))
+    change(record)
+    path.write_text(json.dumps(record))
+    with pytest.raises(CoppeliusError) as caught:
+        describe(str(path))
+    assert named in str(caught.value) and str(path) in str(caught.value) and "\n" not in str(caught.value)

@@ -89,7 +89,8 @@ def _schema_refusal(error: jsonschema.ValidationError, source: str) -> Coppelius
     return CoppeliusError(f"{source}: key {key!r} is {value!r}; {error.message}")
 
 
-RATIO_BITS = 1000  # a ratio's numerator and denominator: far past binary32's range, short of float()'s and str()'s limits
+# the bits of a ratio's numerator and denominator: far past binary32's range, short of float()'s and str()'s limits
+RATIO_BITS = 1000
 
 
 def ratio(key: str, value, source: str) -> Fraction:
@@ -98,8 +99,8 @@ def ratio(key: str, value, source: str) -> Fraction:
     except (ValueError, ZeroDivisionError):
         raise CoppeliusError(f"{source}: key {key!r} is {value!r}; write a decimal or a fraction such as 3e-4 or 1/1000")
     if max(abs(result.numerator), result.denominator).bit_length() > RATIO_BITS:
-        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; it is far outside binary32's range (1.2e-38 to 3.4e38): "
-                             f"write a value such as 3e-4 or 1/1000")
+        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; it is far outside binary32's range "
+                             f"(1.2e-38 to 3.4e38): write a value such as 3e-4 or 1/1000")
     return result
 
 
@@ -118,7 +119,8 @@ def _check_binary32(ratios: dict, scale: int, raw: dict, source: str) -> None:
     for beta in ("beta1", "beta2"):
         _check(ratios[beta] < BETA_BELOW, source, beta, raw[beta],
                "it rounds to 1 in binary32, which the AdamW kernel takes: use at most 0.99999994")
-    _check(F32_MIN <= lr, source, "lr", raw["lr"], f"it rounds to zero or a subnormal in binary32: use a value {F32_RANGE}")
+    _check(F32_MIN <= lr, source, "lr", raw["lr"],
+           f"it rounds to zero or a subnormal in binary32: use a value {F32_RANGE}")
     _check(lr / (1 - ratios["beta1"]) <= F32_MAX, source, "lr", raw["lr"],
            "the AdamW step size, up to lr / (1 - beta1), would pass binary32's largest (3.4e38): lower lr")
     _check(F32_MIN <= eps * scale <= F32_MAX, source, "eps", raw["eps"],

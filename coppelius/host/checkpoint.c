@@ -67,13 +67,14 @@ int checkpoint_read_header(const char* path, checkpoint_header* h, failure* f) {
     memcpy(h->payload_sha256, b + 40, 32);
     if (h->description_bytes > CHECKPOINT_HEADER_BYTES - CHECKPOINT_DESCRIPTION_AT)
         return fail(f, "%s: the header's description is unreadable; " CORRUPT, path);
-    if ((uint64_t)st.st_size != CHECKPOINT_HEADER_BYTES + h->payload_bytes)
-        return fail(f, "%s: size is %lld bytes but the header's payload_bytes %llu needs %llu; the file is %s: "
-                    "use an earlier published checkpoint", path, (long long)st.st_size,
-                    (unsigned long long)h->payload_bytes,
-                    (unsigned long long)(CHECKPOINT_HEADER_BYTES + h->payload_bytes),
-                    (uint64_t)st.st_size < CHECKPOINT_HEADER_BYTES + h->payload_bytes ? "truncated"
-                                                                                      : "longer than written");
+    // a payload_bytes near 2^64 would wrap the size it needs round to a small one
+    const uint64_t size = (uint64_t)st.st_size, most = UINT64_MAX - CHECKPOINT_HEADER_BYTES;
+    const uint64_t need = h->payload_bytes > most ? UINT64_MAX : CHECKPOINT_HEADER_BYTES + h->payload_bytes;
+    if (size != need || h->payload_bytes > most)
+        return fail(f, "%s: size is %llu bytes but the header's payload_bytes %llu needs %llu; the file is %s: "
+                    "use an earlier published checkpoint", path, (unsigned long long)size,
+                    (unsigned long long)h->payload_bytes, (unsigned long long)need,
+                    size < need ? "truncated" : "longer than written");
     return 0;
 }
 

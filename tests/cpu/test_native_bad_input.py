@@ -63,6 +63,19 @@ def test_truncated_checkpoint(built, tmp_path):
     assert "the file is longer than written" in refused(elf, longer, p["train"], tmp_path / "o2")
 
 
+def test_a_payload_size_near_2_to_the_64_does_not_wrap(built, tmp_path):
+    """payload_bytes 2^64 - 1 under a recomputed header digest: the size it needs is not wrapped round to 4095."""
+    _, p, elf, *_ = built
+
+    def huge(d):
+        d[32:40] = (2**64 - 1).to_bytes(8, "little")
+        d[72:104] = bytes(32)
+        d[72:104] = hashlib.sha256(bytes(d[:checkpoint.HEADER_BYTES])).digest()
+        return d
+    line = refused(elf, damaged(tmp_path, p["checkpoint"], huge), p["train"], tmp_path / "o")
+    assert "payload_bytes 18446744073709551615 needs 18446744073709551615; the file is truncated" in line
+
+
 def test_checkpoint_wrong_magic_and_version(built, tmp_path):
     _, p, elf, *_ = built
     assert "magic is b'XOPPCKPT', not b'COPPCKPT'" in refused(

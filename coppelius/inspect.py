@@ -1,4 +1,5 @@
 """`coppelius inspect FILE`: what a host ELF, checkpoint, token stream or result record holds."""
+import json
 from pathlib import Path
 
 from .errors import CoppeliusError
@@ -35,6 +36,7 @@ def describe(path: str) -> list[str]:
         dims = huggingface.dimensions(path)
         return [f"{path}: safetensors", "as a GPT-2: " + ", ".join(f"{k} {v}" for k, (_, v) in dims.items())]
     if head[:1] == b"{":
+        _refuse_other_json(path)
         try:
             return _record_lines(path, result.read(path))
         except (KeyError, TypeError, ValueError) as e:  # read() checks what every reader needs, not all shown here
@@ -42,6 +44,17 @@ def describe(path: str) -> list[str]:
                                  f"write a whole one") from None
     raise CoppeliusError(f"{path}: starts with {head[:8]!r}, not a host ELF, checkpoint, token stream or result record "
                          f"(nor GPT-2 weights); give one of those")
+
+
+def _refuse_other_json(path: str) -> None:
+    """A JSON file that names another format (a plan, a realization...) is not a damaged result record."""
+    try:
+        kind = json.loads(Path(path).read_text()).get("format")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return  # result.read says what is wrong with it
+    if isinstance(kind, str) and kind != result.FORMAT:
+        raise CoppeliusError(f"{path}: format is {kind!r}; inspect reads a host ELF, checkpoint, token stream, result "
+                             f"record or GPT-2 weights: give one of those")
 
 
 def _record_lines(path, r: dict) -> list:

@@ -126,3 +126,11 @@ def test_report_and_admit_refuse_a_plan_that_is_not_json(tmp_path):
 def test_log_that_is_a_folder_is_refused(tmp_path):
     line = coppelius("--log", tmp_path, "inspect", "/usr/bin/ls")
     assert "--log cannot be written" in line
+
+
+def test_inspect_names_another_formats_json_rather_than_calling_it_a_damaged_record(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "coppelius-plan", "version": 1, "pieces": []}))
+    assert coppelius("inspect", plan) == (
+        f"coppelius inspect: {plan}: format is 'coppelius-plan'; inspect reads a host ELF, checkpoint, token stream, "
+        f"result record or GPT-2 weights: give one of those")

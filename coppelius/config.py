@@ -218,6 +218,9 @@ def resolve(raw: dict, source: str = "config") -> Config:
                "a path cannot hold a newline or other control character: fix the value")
     staging = raw["staging_bytes"] or auto_staging_bytes(model)
     _check(staging % 256 == 0, source, "staging_bytes", staging, "it must be a multiple of 256")
+    memory = target_profile(raw["target"])["memory_bytes"]  # (admission counts the whole arena, after the plan)
+    _check(staging <= memory, source, "staging_bytes", staging,
+           f"it must fit the {raw['target']} target's {memory:,} bytes of memory: lower it, or null for the default")
     _check(not (raw.get("corpus") and raw.get("tokens")), source, "tokens", raw.get("tokens"),
            "give either corpus or tokens, not both")
 

@@ -27,13 +27,32 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def make_folders(path: Path) -> None:
+    """mkdir -p, each folder made durable in its parent (as publish.c's make_folders): else after a power cut a
+    published file's synced bytes could lie in a folder no directory names."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        fsync_directory(folder.parent)
+
+
 def check_writable_folder(path: str | Path, flag: str) -> Path:
     """Make sure `path` is a folder this process can publish into (created if absent), or refuse."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise CoppeliusError(f"{path}: {flag} names a file, not a folder; give a folder for the outputs")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        make_folders(path)
         fd, probe = tempfile.mkstemp(prefix=".writable.", dir=path)
         os.close(fd)
         os.unlink(probe)
@@ -56,7 +75,7 @@ class Publication:
             raise CoppeliusError(f"{self.path}: the output names a folder; give a file path")
         # a full disk or a permission stays an OSError: callers that publish a run's outputs say what it leaves
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(self.path.parent)
         except (FileExistsError, NotADirectoryError):
             raise CoppeliusError(f"{self.path}: the output's folder lies under a file; give a file path in a "
                                  f"folder") from None
@@ -97,7 +116,7 @@ def publish_link(source: str | Path, path: str | Path) -> None:
 
     For a run's own outputs (final.ckpt beside its published checkpoint): no space is spent twice."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     if path.exists() and os.path.samefile(source, path):
         return  # already that file (and rename() between two links of one file does nothing)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

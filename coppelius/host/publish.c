@@ -116,17 +116,29 @@ int publish_bytes(const char* path, const void* data, size_t n, failure* f) {
     return publication_commit(&p, f);
 }
 
+// One folder, made durable in its parent as a published file is in its folder: else after a power cut a checkpoint's
+// synced bytes could lie in a folder no directory names. 0, or the errno.
+static int make_folder(const char* path) {
+    char parent[4096];
+    if (mkdir(path, 0777) != 0) return errno == EEXIST ? 0 : errno;
+    directory_of(path, parent, sizeof parent);
+    int fd = open(parent, O_RDONLY | O_DIRECTORY), error = 0;
+    if (fd < 0 || fsync(fd) != 0) error = errno;
+    if (fd >= 0) close(fd);
+    return error;
+}
+
 int make_folders(const char* path) {
     char copy[4096];
     snprintf(copy, sizeof copy, "%s", path);
     for (char* c = copy + 1; *c; c++) {
         if (*c != '/') continue;
         *c = 0;
-        if (mkdir(copy, 0777) != 0 && errno != EEXIST) return errno;
+        int error = make_folder(copy);
+        if (error) return error;
         *c = '/';
     }
-    if (mkdir(copy, 0777) != 0 && errno != EEXIST) return errno;
-    return 0;
+    return make_folder(copy);
 }
 
 int publication_begin_in_new_folder(publication* p, const char* path, failure* f) {

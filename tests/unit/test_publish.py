@@ -26,3 +26,17 @@ def test_the_native_host_gives_the_same_remedies_for_the_same_errors():
         for name in re.findall(r"error == (E[A-Z]+)", condition):
             assert write_remedy(OSError(getattr(errno, name), "")) == remedy, (name, remedy)
     assert re.search(r"return \"check the disk\";", body)
+
+
+def test_make_folders_makes_every_missing_folder_and_keeps_the_ones_there(tmp_path):
+    from coppelius.formats.publish import make_folders
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kept.txt").write_text("x")
+    make_folders(tmp_path / "a" / "b" / "c")
+    assert (tmp_path / "a" / "b" / "c").is_dir() and (tmp_path / "a" / "kept.txt").read_text() == "x"
+    make_folders(tmp_path / "a" / "b" / "c")  # all there: nothing to do
+    (tmp_path / "file").write_text("y")
+    for under_a_file in (tmp_path / "file", tmp_path / "file" / "d"):
+        with pytest.raises(NotADirectoryError):
+            make_folders(under_a_file)
+    assert (tmp_path / "file").read_text() == "y"

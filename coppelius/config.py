@@ -218,14 +218,15 @@ def resolve(raw: dict, source: str = "config") -> Config:
                "a path cannot hold a newline or other control character: fix the value")
     staging = raw["staging_bytes"] or auto_staging_bytes(model)
     _check(staging % 256 == 0, source, "staging_bytes", staging, "it must be a multiple of 256")
-    memory = target_profile(raw["target"])["memory_bytes"]  # (admission counts the whole arena, after the plan)
+    target = target_profile(raw["target"])
+    memory = target["memory_bytes"]  # (admission counts the whole arena, after the plan)
     _check(staging <= memory, source, "staging_bytes", staging,
            f"it must fit the {raw['target']} target's {memory:,} bytes of memory: lower it, or null for the default")
     _check(not (raw.get("corpus") and raw.get("tokens")), source, "tokens", raw.get("tokens"),
            "give either corpus or tokens, not both")
 
     return Config(
-        target=target_profile(raw["target"]),
+        target=target,
         model=model,
         learner=AdamWSettings(**ratios, loss_scale=scale),
         run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "max_skips", "eval_contexts")}, staging_bytes=staging),

@@ -1,5 +1,4 @@
 """`coppelius inspect FILE`: what a host ELF, checkpoint, token stream or result record holds."""
-import json
 from pathlib import Path
 
 from .errors import CoppeliusError
@@ -36,25 +35,18 @@ def describe(path: str) -> list[str]:
         dims = huggingface.dimensions(path)
         return [f"{path}: safetensors", "as a GPT-2: " + ", ".join(f"{k} {v}" for k, (_, v) in dims.items())]
     if head[:1] == b"{":
-        _refuse_other_json(path)
+        record = result.parse(path)
+        kind = record.get("format") if isinstance(record, dict) else None
+        if isinstance(kind, str) and kind != result.FORMAT:  # another format's JSON (a plan...), not a damaged record
+            raise CoppeliusError(f"{path}: format is {kind!r}; inspect reads a host ELF, checkpoint, token stream, "
+                                 f"result record or GPT-2 weights: give one of those")
         try:
-            return _record_lines(path, result.read(path))
+            return _record_lines(path, result.check(path, record))
         except (KeyError, TypeError, ValueError) as e:  # read() checks what every reader needs, not all shown here
             raise CoppeliusError(f"{path}: the result record lacks or mistypes {e}; it is incomplete: run again to "
                                  f"write a whole one") from None
     raise CoppeliusError(f"{path}: starts with {head[:8]!r}, not a host ELF, checkpoint, token stream or result record "
                          f"(nor GPT-2 weights); give one of those")
-
-
-def _refuse_other_json(path: str) -> None:
-    """A JSON file that names another format (a plan, a realization...) is not a damaged result record."""
-    try:
-        kind = json.loads(Path(path).read_text()).get("format")
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
-        return  # result.read says what is wrong with it
-    if isinstance(kind, str) and kind != result.FORMAT:
-        raise CoppeliusError(f"{path}: format is {kind!r}; inspect reads a host ELF, checkpoint, token stream, result "
-                             f"record or GPT-2 weights: give one of those")
 
 
 def _record_lines(path, r: dict) -> list:

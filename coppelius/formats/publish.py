@@ -36,7 +36,7 @@ def make_folders(path: Path) -> None:
         if path.parent == path:
             break
         path = path.parent
-    if path.exists() and not path.is_dir():
+    if not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
     for folder in reversed(missing):
         try:
@@ -46,14 +46,19 @@ def make_folders(path: Path) -> None:
         fsync_directory(folder.parent)
 
 
-def check_writable_folder(path: str | Path, flag: str) -> Path:
-    """Make sure `path` is a folder this process can publish into (created if absent), or refuse."""
+def check_writable_folder(path: str | Path, flag: str, make: bool = True) -> Path:
+    """Make sure `path` is a folder this process can publish into (created if absent), or refuse. make=False:
+    nothing is created; where it is absent, the nearest existing folder above it is the one probed."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise CoppeliusError(f"{path}: {flag} names a file, not a folder; give a folder for the outputs")
+    probed = path
+    while not make and not probed.exists() and probed != probed.parent:
+        probed = probed.parent
     try:
-        make_folders(path)
-        fd, probe = tempfile.mkstemp(prefix=".writable.", dir=path)
+        if make:
+            make_folders(path)
+        fd, probe = tempfile.mkstemp(prefix=".writable.", dir=probed)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
@@ -76,7 +81,7 @@ class Publication:
         # a full disk or a permission stays an OSError: callers that publish a run's outputs say what it leaves
         try:
             make_folders(self.path.parent)
-        except (FileExistsError, NotADirectoryError):
+        except NotADirectoryError:
             raise CoppeliusError(f"{self.path}: the output's folder lies under a file; give a file path in a "
                                  f"folder") from None
         fd, self.temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)

@@ -47,13 +47,22 @@ def write(path: str | Path, record: dict) -> None:
 
 
 def read(path: str | Path) -> dict:
-    path = Path(path)
+    return check(path, parse(path))
+
+
+def parse(path: str | Path):
+    """The JSON of a file meant to be a result record (check() says whether it is one)."""
     try:
-        record = json.loads(path.read_text())
+        return json.loads(Path(path).read_text())
     except OSError as e:
         raise CoppeliusError(f"{path}: cannot read the result record ({e.strerror}); run training first")
     except (ValueError, UnicodeDecodeError) as e:
         raise CoppeliusError(f"{path}: not JSON ({e}); the result record is corrupt: run again")
+
+
+def check(path: str | Path, record) -> dict:
+    """record (parse's), refused in one line unless it is a whole result record of this version."""
+    path = Path(path)
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         value = record.get("format") if isinstance(record, dict) else type(record).__name__
         raise CoppeliusError(f"{path}: format is {value!r}, not {FORMAT!r} version {VERSION}; give a Coppelius result record")

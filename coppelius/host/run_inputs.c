@@ -58,16 +58,21 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
 
 // generate's --out names the sample file: not a folder, not one of the run's inputs (the sample would replace
 // it), in a writable folder (tests/reference_host/generate.py).
+// Whether path (may be NULL) names the file of st.
+static int names_file(const char* path, const struct stat* st) {
+    struct stat other;
+    return path && stat(path, &other) == 0 && other.st_dev == st->st_dev && other.st_ino == st->st_ino;
+}
+
 static int check_sample_path(run_state* r, const char* checkpoint) {
-    struct stat st, input;
+    struct stat st;
     int exists = stat(r->out, &st) == 0;
     if (exists && S_ISDIR(st.st_mode))
         return fail(&r->f, "%s: --out names a folder; give a file path for the sample", r->out);
     const char* inputs[][2] = {{"the --checkpoint file", checkpoint}, {"the --prompt-tokens file", r->g.prompt_tokens},
                                {"the host ELF", r->elf}};
     for (int i = 0; i < 3 && exists; i++)
-        if (inputs[i][1] && stat(inputs[i][1], &input) == 0 && input.st_dev == st.st_dev &&
-            input.st_ino == st.st_ino)
+        if (names_file(inputs[i][1], &st))
             return fail(&r->f, "%s: --out is %s, which the sample would replace; give another path for the sample",
                         r->out, inputs[i][0]);
     char folder[4096];
@@ -86,12 +91,11 @@ static int check_outputs_are_not_inputs(run_state* r, const char* checkpoint, co
     const char* inputs[][2] = {{"--checkpoint", checkpoint}, {"--tokens", tokens}, {"--validation", validation}};
     for (size_t o = 0; o < sizeof OUTPUTS / sizeof OUTPUTS[0]; o++) {
         char path[4200];
-        struct stat output, input;
+        struct stat output;
         snprintf(path, sizeof path, "%s/%s", r->out, OUTPUTS[o]);
-        if (stat(path, &output) != 0) continue;
+        if (stat(path, &output) != 0 || output.st_nlink != 1) continue;
         for (int i = 0; i < 3; i++)
-            if (inputs[i][1] && stat(inputs[i][1], &input) == 0 && input.st_dev == output.st_dev &&
-                input.st_ino == output.st_ino && input.st_nlink == 1)
+            if (names_file(inputs[i][1], &output))
                 return fail(&r->f, "%s: %s is this run's output %s in --out, which the run would replace; copy it out "
                             "of %s or give another --out", inputs[i][1], inputs[i][0], OUTPUTS[o], r->out);
     }

@@ -5,9 +5,7 @@ planner. Everything a run needs is checked before the device is touched.
 """
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -92,7 +90,7 @@ class Run:
             self.validation_stream = self._check_validation()
             self.identity = self._run_identity()
             if operation == "train":  # refused now, not at the first publication (the C runtime: run_identity)
-                check_folder_writable_before(self.checkpoint_directory(), "this run's checkpoint folder")
+                check_writable_folder(self.checkpoint_directory(), "this run's checkpoint folder", make=False)
         self.tables = program.tables
         self.buffers = self.tables.buffers
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
@@ -421,31 +419,15 @@ def progress_printer(stream=sys.stderr):
     return progress
 
 
-def check_folder_writable_before(path: Path, flag: str) -> None:
-    """A folder the run can write, or create: its nearest existing ancestor probed, nothing made."""
-    if path.exists() and not path.is_dir():
-        raise CoppeliusError(f"{path}: {flag} names a file, not a folder; give a folder for the outputs")
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(20, os.strerror(20))
-        fd, probe = tempfile.mkstemp(prefix=".writable.", suffix=".tmp", dir=existing)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise CoppeliusError(f"{path}: {flag} is not a writable folder ({e.strerror}); give a folder you can write "
-                             f"to") from None
-
-
 def check_outputs_are_not_inputs(out_dir: str, inputs: dict) -> None:
     """A train or predict run replaces final.ckpt, predictions.bin and result.json in --out: none may be an input by
     its only name (the C runtime: check_outputs_are_not_inputs)."""
     for name in ("final.ckpt", "predictions.bin", "result.json"):
         output = Path(out_dir) / name
+        if not output.exists() or output.stat().st_nlink != 1:
+            continue
         for flag, path in inputs.items():
-            if output.exists() and path is not None and Path(path).exists() and output.samefile(path) and output.stat().st_nlink == 1:
+            if path is not None and Path(path).exists() and output.samefile(path):
                 raise CoppeliusError(f"{Path(path)}: {flag} is this run's output {name} in --out, which the run would "
                                      f"replace; copy it out of {Path(out_dir)} or give another --out")
 

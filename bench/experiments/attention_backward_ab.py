@@ -3,8 +3,11 @@ cubin's launch alone, back to back (CUDA events, the tensor-core harness's Gpu.t
 then how many dqkv cells differ from the first cubin's in their bits, the largest difference, and each cubin's
 largest error against float64 on two batches (the tests' reference; their tolerance is
 test_tensor_cores_gpu.TOL_ATTN_BWD relative to the largest value). The inputs (out, lse) are the first cubin's
-forward of the same qkv.
-    python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card, repository root)"""
+forward of the same qkv. Each time is also given as GB/s of the bytes the launch must move at least (attention_bytes):
+at small's T = 256 the bytes, not the FLOPs, are the floor (docs/notes/gpu-speed.md, thirty-sixth session).
+    [AB_SHAPES=small] python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card,
+repository root; AB_SHAPES: the shapes to run, by name, comma-separated; default all)"""
+import os
 import sys
 from pathlib import Path
 
@@ -18,9 +21,20 @@ from coppelius.kernels import reference as ref  # noqa: E402
 SHAPES = {"small": (64, 256, 384, 6), "gpt2": (32, 1024, 768, 12)}  # (B, T, C, NH)
 
 
+def attention_bytes(kernel: str, B: int, T: int, C: int, NH: int) -> int:
+    """Bytes a launch reads and writes at least, each tensor once: the forward reads qkv and writes out and lse; the
+    backward reads qkv, dout, out and lse and writes dqkv."""
+    lse = B * NH * T * 4
+    halves = 3 * C + C if kernel == "attention_forward" else 3 * C + 2 * C + 3 * C
+    return B * T * halves * 2 + lse
+
+
 def main(paths: list[str]) -> None:
     gpus = [(Path(p).stem, tc.Gpu(Path(p).read_bytes())) for p in paths]
-    for label, (B, T, C, NH) in SHAPES.items():
+    wanted = os.environ.get("AB_SHAPES", ",".join(SHAPES)).split(",")
+    if set(wanted) - set(SHAPES):
+        raise SystemExit(f"AB_SHAPES: {','.join(sorted(set(wanted) - set(SHAPES)))} is not one of {', '.join(SHAPES)}")
+    for label, (B, T, C, NH) in ((name, SHAPES[name]) for name in wanted):
         rng = np.random.default_rng(0)
         qkv, dout = tc.h16(rng, B, T, 3 * C), tc.h16(rng, B, T, C)
         first = gpus[0][1]
@@ -35,7 +49,9 @@ def main(paths: list[str]) -> None:
                                                     "qkv": gpu.put(qkv), "B": B, "T": T, "C": C, "NH": NH})
             forwards[stem] = min(gpu.timer(fwd, reps=20) for _ in range(3)) * 1000
             gpu.free_all()
-        print(f"{label} forward: " + "  ".join(f"{stem} {us:.1f} us" for stem, us in forwards.items()))
+        fwd_bytes = attention_bytes("attention_forward", B, T, C, NH)
+        print(f"{label} forward: " + "  ".join(f"{stem} {us:.1f} us ({fwd_bytes / us / 1e3:.0f} GB/s)"
+                                                for stem, us in forwards.items()))
         runs = []
         for stem, gpu in gpus:
             args = {"dqkv": gpu.alloc(B * T * 3 * C * 2), "dout": gpu.put(dout), "qkv": gpu.put(qkv),
@@ -45,9 +61,10 @@ def main(paths: list[str]) -> None:
         for _ in range(3):
             for stem, gpu, _, go in runs:
                 times[stem].append(gpu.timer(go, reps=20) * 1000)
-        flop = 2.5 * tc.attention_flops(B, T, C, NH)
+        flop, bwd_bytes = 2.5 * tc.attention_flops(B, T, C, NH), attention_bytes("attention_backward", B, T, C, NH)
         print(f"{label} B={B} T={T} C={C} NH={NH}: " + "  ".join(
-            f"{stem} {min(t):.1f}-{max(t):.1f} us ({flop / min(t) / 1e6:.0f} TF/s)" for stem, t in times.items()))
+            f"{stem} {min(t):.1f}-{max(t):.1f} us ({flop / min(t) / 1e6:.0f} TF/s, {bwd_bytes / min(t) / 1e3:.0f} GB/s)"
+            for stem, t in times.items()))
         bs = [0, B - 1]
         want = ref.attention_backward(dout[bs].astype(np.float64), qkv[bs].astype(np.float64),
                                       out.reshape(B, T, C)[bs].astype(np.float64),

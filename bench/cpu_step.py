@@ -122,10 +122,12 @@ def main() -> None:
             record = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine_description(),
                       "model": "tiny", "batch": 16, "context": 64, "steps": options.steps, "threads": options.threads,
                       "native_step_walk_tokens_per_second": rate,
-                      "native_full_run_tokens_per_second": full["tokens_per_second"], "native_full_run_wall_s": full["wall"],
+                      "native_full_run_tokens_per_second": full["tokens_per_second"],
+                      "native_full_run_wall_s": full["wall"],
                       "llm_c_tokens_per_second": options.peer, "llm_c_source": source,
                       "numpy_host_tokens_per_second": numpy_rate,
-                      "ratio_step_walk": rate / options.peer, "ratio_full_run": full["tokens_per_second"] / options.peer}
+                      "ratio_step_walk": rate / options.peer,
+                      "ratio_full_run": full["tokens_per_second"] / options.peer}
             Path(options.out).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 

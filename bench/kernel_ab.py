@@ -72,7 +72,8 @@ def main() -> int:
             raise RuntimeError("torch sees no CUDA device")
         import test_tensor_cores_gpu as harness
     except Exception as e:  # noqa: BLE001 (any reason the card or a package is missing)
-        print(f"bench/kernel_ab.py: needs a CUDA device with PyTorch and cuda-bindings ({e}); run it on the GPU machine")
+        print(f"bench/kernel_ab.py: needs a CUDA device with PyTorch and cuda-bindings ({e}); "
+              f"run it on the GPU machine")
         return 2
     variants = {}
     for item in args.cubin:

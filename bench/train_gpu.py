@@ -3,7 +3,8 @@
     python bench/train_gpu.py [--models tiny,small,gpt2-124m] [--steps 30] [--out bench/results] [--profile REPS]
 
 For each model: Coppelius's ms/step (the native host ELF run as a program, each piece a CUDA graph;
-beside it the same host ELF walked by the Python reference host, to show the host's cost), the peer's eager, torch.compile and whole-step-graph ms/step, the ratios, and the two
+beside it the same host ELF walked by the Python reference host, to show the host's cost), the peer's eager,
+torch.compile and whole-step-graph ms/step, the ratios, and the two
 floors (model FLOPs over the measured fp16 matmul rate; the fewest bytes a step must move over
 the measured copy bandwidth). Writes one JSON with device and date, and the card's clocks and power over each
 timed run (bench/clocks.py: nvidia-smi beside it). With --profile, also each
@@ -114,7 +115,8 @@ def main():
                         help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()
     ceilings = measure_ceilings()
-    print(f"ceilings: fp16 matmul {ceilings['matmul_tflops']:.0f} TFLOP/s, copy {ceilings['copy_tbps']:.2f} TB/s", flush=True)
+    print(f"ceilings: fp16 matmul {ceilings['matmul_tflops']:.0f} TFLOP/s, "
+          f"copy {ceilings['copy_tbps']:.2f} TB/s", flush=True)
     report = {"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
               "torch": torch.__version__, "ceilings": ceilings, "models": {}}
     work = Path(tempfile.mkdtemp(prefix="coppelius-bench-"))
@@ -153,7 +155,8 @@ def main():
         report["models"][model] = entry
         print(f"{model:>10} batch {batch:>3}: coppelius {ours:8.3f} ms (python host {python_host:.3f}) | " +
               " | ".join(f"{m} {v:8.3f} ms ({v / ours:5.2f}x)" if v else f"{m} n/a" for m, v in peers.items()) +
-              f" | floor {max(floor['flops_ms'], floor['bytes_ms']):.3f} ms ({entry['over_floor']:.1f}x above)", flush=True)
+              f" | floor {max(floor['flops_ms'], floor['bytes_ms']):.3f} ms "
+              f"({entry['over_floor']:.1f}x above)", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"train_gpu-{report['date']}.json"

@@ -76,7 +76,8 @@ def _schema_refusal(error: jsonschema.ValidationError, source: str) -> Coppelius
     key = _where(error)
     value = error.instance
     if error.validator == "enum":
-        return CoppeliusError(f"{source}: key {key!r} is {value!r}; choose one of {', '.join(map(str, error.validator_value))}")
+        return CoppeliusError(f"{source}: key {key!r} is {value!r}; "
+                              f"choose one of {', '.join(map(str, error.validator_value))}")
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
         return CoppeliusError(f"{source}: key {key!r} is {value!r} ({type(value).__name__}); it must be {wanted}")
@@ -97,7 +98,8 @@ def ratio(key: str, value, source: str) -> Fraction:
     try:
         result = Fraction(str(value).strip()) if not isinstance(value, Fraction) else value
     except (ValueError, ZeroDivisionError):
-        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; write a decimal or a fraction such as 3e-4 or 1/1000")
+        raise CoppeliusError(f"{source}: key {key!r} is {value!r}; "
+                             f"write a decimal or a fraction such as 3e-4 or 1/1000")
     if max(abs(result.numerator), result.denominator).bit_length() > RATIO_BITS:
         raise CoppeliusError(f"{source}: key {key!r} is {value!r}; it is far outside binary32's range "
                              f"(1.2e-38 to 3.4e38): write a value such as 3e-4 or 1/1000")
@@ -229,7 +231,8 @@ def resolve(raw: dict, source: str = "config") -> Config:
         target=target,
         model=model,
         learner=AdamWSettings(**ratios, loss_scale=scale),
-        run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "max_skips", "eval_contexts")}, staging_bytes=staging),
+        run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "max_skips", "eval_contexts")},
+                staging_bytes=staging),
         seed=raw["seed"],
         corpus=raw.get("corpus"),
         tokens=raw.get("tokens"),

@@ -19,7 +19,8 @@ def describe(path: str) -> list[str]:
         m = h["model"]
         return [f"{path}: checkpoint (header verified, payload verified: each against its sha256)",
                 f"step {h['step']}, cursor {h['cursor']}, epoch {h['epoch']}",
-                f"model: vocab {m['vocab']}, context {m['context']}, width {m['width']}, {m['layers']} layers, {m['heads']} heads",
+                f"model: vocab {m['vocab']}, context {m['context']}, width {m['width']}, "
+                f"{m['layers']} layers, {m['heads']} heads",
                 f"learner: {', '.join(f'{k} {v}' for k, v in sorted(h['learner'].items()))}",
                 f"payload: {h['payload_bytes']:,} bytes, sha256 {h['payload_sha256']}",
                 f"header: sha256 {h['header_sha256']}"]

@@ -29,7 +29,8 @@ def corpus_files(corpus: str | Path) -> list[Path]:
     if root.is_file():
         return [root]
     if not root.is_dir():
-        raise CoppeliusError(f"config: key 'corpus' is {str(corpus)!r}, which does not exist; give a text file or a folder")
+        raise CoppeliusError(f"config: key 'corpus' is {str(corpus)!r}, which does not exist; "
+                             f"give a text file or a folder")
     pattern = "*.py" if root == default_corpus() else "*"
     files = [f for f in root.rglob(pattern) if f.is_file() and "site-packages" not in f.relative_to(root).parts
              and "__pycache__" not in f.parts]
@@ -109,7 +110,8 @@ def prepare(train_path: str, val_path: str, corpus: str | None = None, tokens: s
         data = b"".join(f.read_bytes() for f in corpus_files(corpus or default_corpus()))
         stream = np.frombuffer(data, dtype=np.uint8)
     if len(stream) < 2 * VALIDATION_PART:
-        raise CoppeliusError(f"{tokens or corpus}: the corpus holds {len(stream)} tokens; give at least {2 * VALIDATION_PART}")
+        raise CoppeliusError(f"{tokens or corpus}: the corpus holds {len(stream)} tokens; "
+                             f"give at least {2 * VALIDATION_PART}")
     train, val = split(stream)
     token_file.write(train_path, train)
     token_file.write(val_path, val)

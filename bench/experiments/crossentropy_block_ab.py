@@ -10,7 +10,8 @@ its block size; copy the kernels to OLD_DIR first, then apply it. Run on the H20
 slower (512 threads 2.37-2.53 ms, 1024 threads 3.28-3.46, against 2.22; bench/results/lm_head_stats-2026-12-03.txt),
 so the hypothesis below does not hold; not kept.
     cp -r coppelius/kernels/cuda /tmp/base && git apply bench/experiments/crossentropy_block.patch
-    python bench/experiments/crossentropy_block_ab.py base=/tmp/base t512m3=coppelius/kernels/cuda:CE_THREADS=512,CE_MIN_BLOCKS=3 \
+    python bench/experiments/crossentropy_block_ab.py base=/tmp/base \
+        t512m3=coppelius/kernels/cuda:CE_THREADS=512,CE_MIN_BLOCKS=3 \
         t1024=coppelius/kernels/cuda:CE_THREADS=1024 t1024u8=coppelius/kernels/cuda:CE_THREADS=1024,CE_UNROLL=8
 (on an sm_90 card, from the repository root; COPPELIUS_TC_CUBIN=this tree's cubin saves the harness a compile).
 Why: 256-thread blocks hold 4-5 rows an SM, 528-660 rows (53-66 MB) in flight, more than L2, so the second pass

@@ -29,7 +29,8 @@ def main(cubin: str) -> None:
         for shared in (0, 20 * 1024, 32 * 1024, 44 * 1024, 56 * 1024, 75 * 1024, 112 * 1024):
             tc.geometry = lambda k, s, a: (lambda g: (g[0], g[1], g[2] + shared))(plain(k, s, a))
             ms = gpu.timer(gpu.prepare(name, args), reps=20)
-            print(f"{rep} shared {shared // 1024:>3} KiB: {ms:.4f} ms, {3 * N * Vp * 2 / ms / 1e6:.0f} GB/s", flush=True)
+            print(f"{rep} shared {shared // 1024:>3} KiB: {ms:.4f} ms, "
+                  f"{3 * N * Vp * 2 / ms / 1e6:.0f} GB/s", flush=True)
     tc.geometry = plain
 
 

@@ -145,4 +145,5 @@ def check_matches(path, header: dict, model: dict, learner: dict) -> None:
             differing = sorted(k for k in set(planned) | set(header[field]) if header[field].get(k) != planned.get(k))
             k = differing[0]
             raise CoppeliusError(f"{path}: header {field}.{k} is {header[field].get(k)!r} but the plan's is "
-                                 f"{planned.get(k)!r}; use a checkpoint of this {field} or rebuild with a matching config")
+                                 f"{planned.get(k)!r}; use a checkpoint of this {field} "
+                                 f"or rebuild with a matching config")

@@ -39,7 +39,8 @@ def _attributes(data: bytes):
             yield attr, None
             at += 4
         else:
-            raise CoppeliusError(f"cubin: unknown .nv.info entry format {fmt} at byte {at}; rebuild it with `snakemake`")
+            raise CoppeliusError(f"cubin: unknown .nv.info entry format {fmt} at byte {at}; "
+                                 f"rebuild it with `snakemake`")
 
 
 def read_cubin(data: bytes) -> tuple[str, dict[str, dict]]:
@@ -85,5 +86,6 @@ def read_cubin(data: bytes) -> tuple[str, dict[str, dict]]:
                              "shared_bytes": max(0, shared["sh_size"] - reserved) if shared is not None else 0,
                              "max_threads": max_threads, "params": sorted(params), "param_size": param_size}
     except (ELFError, struct.error, AttributeError, IndexError, TypeError, ValueError) as e:
-        raise CoppeliusError(f"cubin: not a readable cubin ({type(e).__name__}: {e}); rebuild it with `snakemake`") from None
+        raise CoppeliusError(f"cubin: not a readable cubin ({type(e).__name__}: {e}); "
+                             f"rebuild it with `snakemake`") from None
     return arch, kernels

@@ -153,7 +153,8 @@ def read_host_elf(path) -> HostElf:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise CoppeliusError(f"{where}: cannot read the host ELF ({e.strerror or e}); check the path, or {_REBUILD}") from None
+        raise CoppeliusError(f"{where}: cannot read the host ELF ({e.strerror or e}); "
+                             f"check the path, or {_REBUILD}") from None
     if data[:4] != b"\x7fELF":
         raise refuse(where, "ELF magic (first 4 bytes)", data[:4], f"this is not a host ELF; {_REBUILD}")
     try:
@@ -325,7 +326,8 @@ def _read_note(bad, raw: bytes) -> dict:
         name_end = pos + 12 + _align(namesz, 4)
         end = name_end + _align(descsz, 4)
         if end > len(raw):
-            raise bad(f"{NOTE_SECTION} record size (namesz, descsz)", (namesz, descsz), f"the note is damaged; {_REBUILD}")
+            raise bad(f"{NOTE_SECTION} record size (namesz, descsz)", (namesz, descsz),
+                      f"the note is damaged; {_REBUILD}")
         records.append((raw[pos + 12:pos + 12 + namesz], ntype, raw[name_end:name_end + descsz]))
         pos = end
     if [(n, t) for n, t, _ in records] != [(NOTE_NAME, NT_IDENTITY), (NOTE_NAME, NT_IDENTITY_SHA256)]:

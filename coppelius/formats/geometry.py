@@ -6,9 +6,9 @@ holds them equal. Of the other kernels only layernorm_backward takes dynamic sha
 LAYERNORM_STAGED_ARCHS: two batches of its rows staged by cp.async (18 KiB a block at gpt2's width; the kernel reads
 the bytes back and loads straight to registers without them).
 
-The eight tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most 48 KiB
-(no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention backward
-(64.5 KiB), which the host opts in to; the kernels use no static shared memory.
+The eight tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most
+48 KiB (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention
+backward (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
 matmuls: a 1-D grid of output tiles (matmul_forward_gelu's and matmul_forward_stats' geometry is matmul_forward's,
 matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the six take
 matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
@@ -64,7 +64,8 @@ MAX_WIDTH = PACK * LAYERNORM_MAX_THREADS  # the widest model the kernels take (c
 MATMUL_BK = 32          # the k-extent of a matmul tile stage (matmul.cuh: MM_BK)
 WIDE_TILES = 132        # one wave of one-a-SM blocks on a 132-SM H200; a fixed number, not a device query
 WIDE_MIN_TILES = 66     # fewer wide tiles than this take the 128x128 or 64x64 tiles (then one block a wide tile)
-WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k-tiles): below it prologue and reduction dominate
+WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k-tiles): below it prologue and
+                        # reduction dominate
 # clusters of S = 1 .. 16 one-an-SM blocks (384 threads, 216 KiB) resident at once on the H200
 # (cuOccupancyMaxActiveClusters, 2026-12-01; above 8 with the non-portable opt-in the hosts give)
 WIDE_CLUSTERS = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
@@ -336,7 +337,9 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         big, small, wide = _cdiv(M, 128) * _cdiv(Nn, 128), _cdiv(M, 64) * _cdiv(Nn, 64), _cdiv(M, 128) * _cdiv(Nn, 256)
         if arch in WIDE_TILE_ARCHS and wide >= WIDE_MIN_TILES:
             return [min(wide, WIDE_TILES), 1, 1], *MATMUL_TILES["wide"]
-        return ([big, 1, 1], *MATMUL_TILES["big"]) if big >= MATMUL_BIG_TILES else ([small, 1, 1], *MATMUL_TILES["small"])
+        if big >= MATMUL_BIG_TILES:
+            return [big, 1, 1], *MATMUL_TILES["big"]
+        return [small, 1, 1], *MATMUL_TILES["small"]
     if kernel in ("attention_forward", "attention_backward"):
         B, T, C, NH = (int(scalars[k]) for k in ("B", "T", "C", "NH"))
         if C % NH:

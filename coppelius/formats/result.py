@@ -65,10 +65,11 @@ def check(path: str | Path, record) -> dict:
     path = Path(path)
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         value = record.get("format") if isinstance(record, dict) else type(record).__name__
-        raise CoppeliusError(f"{path}: format is {value!r}, not {FORMAT!r} version {VERSION}; give a Coppelius result record")
+        raise CoppeliusError(f"{path}: format is {value!r}, not {FORMAT!r} version {VERSION}; "
+                             f"give a Coppelius result record")
     if record.get("version") != VERSION:
-        raise CoppeliusError(f"{path}: version is {record.get('version')!r}, not {VERSION}; give a result record of this "
-                             f"Coppelius (run again to write one)")
+        raise CoppeliusError(f"{path}: version is {record.get('version')!r}, not {VERSION}; "
+                             f"give a result record of this Coppelius (run again to write one)")
     for key, kind in REQUIRED.items():
         if not isinstance(record.get(key), kind):
             raise CoppeliusError(f"{path}: key {key!r} is {record.get(key)!r}, not a {kind.__name__}; "

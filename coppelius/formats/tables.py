@@ -32,7 +32,8 @@ HOST_STEP = np.dtype([("op", "<u4"), ("ring", "<u4"), ("buffer", "<u4"), ("file"
 PLANE = np.dtype([("offset", "<u8"), ("bytes", "<u8"), ("dtype", "<u4"), ("lifetime", "<u4")])
 BUFFER = np.dtype([("offset", "<u8"), ("bytes", "<u8")])
 # One record; the blob is the canonical JSON of the checkpoint contract's model, then its learner.
-RUN = np.dtype([("arena_bytes", "<u8"), ("host_bytes", "<u8"), ("payload_bytes", "<u8"), ("lr", "<f8"), ("beta1", "<f8"), ("beta2", "<f8"),
+RUN = np.dtype([("arena_bytes", "<u8"), ("host_bytes", "<u8"), ("payload_bytes", "<u8"),
+                ("lr", "<f8"), ("beta1", "<f8"), ("beta2", "<f8"),
                 ("tokens_per_step", "<u4"), ("steps", "<u4"), ("interval", "<u4"), ("keep", "<u4"),
                 ("max_skips", "<u4"), ("eval_contexts", "<u4"), ("vocab", "<u4"), ("context_tokens", "<u4"),
                 ("model_json_bytes", "<u4"), ("learner_json_bytes", "<u4")])

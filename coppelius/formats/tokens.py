@@ -34,12 +34,14 @@ def read_header(path: str | Path) -> int:
     path = Path(path)
     size, head = read_head(path, HEADER_BYTES, "the token file", "an existing llm.c .bin file")
     if len(head) < HEADER_BYTES:
-        raise CoppeliusError(f"{path}: header is {len(head)} bytes, not {HEADER_BYTES}; the file is truncated or not an llm.c .bin file")
+        raise CoppeliusError(f"{path}: header is {len(head)} bytes, not {HEADER_BYTES}; "
+                             f"the file is truncated or not an llm.c .bin file")
     magic, version, count = np.frombuffer(head, dtype="<i4", count=3)
     if magic != MAGIC:
         raise CoppeliusError(f"{path}: header magic is {int(magic)}, not {MAGIC}; give an llm.c .bin token file")
     if version != VERSION:
-        raise CoppeliusError(f"{path}: header version is {int(version)}, not {VERSION}; re-export it with llm.c's uint16 writer")
+        raise CoppeliusError(f"{path}: header version is {int(version)}, not {VERSION}; "
+                             f"re-export it with llm.c's uint16 writer")
     if count < 0 or size != HEADER_BYTES + 2 * int(count):
         raise CoppeliusError(f"{path}: size is {size} bytes but the header's token count {int(count)} needs "
                              f"{HEADER_BYTES + 2 * int(count)}; the file is truncated or corrupt: prepare it again")
@@ -49,7 +51,8 @@ def read_header(path: str | Path) -> int:
 def read(path: str | Path, vocab: int | None = None) -> np.ndarray:
     """All tokens of a checked file (a read-only memory map), each below `vocab` when given."""
     count = read_header(path)
-    tokens = np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,)) if count else np.zeros(0, "<u2")
+    tokens = (np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,)) if count
+              else np.zeros(0, "<u2"))
     if vocab is not None:
         check_vocab(path, tokens, vocab)
     return tokens

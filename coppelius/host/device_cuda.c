@@ -41,9 +41,10 @@ static int check_card(cuda_device* d, const cuda_card* wanted, uint64_t arena_by
                     (unsigned long long)total, wanted->card, wanted->arch, (unsigned long long)arena_bytes,
                     wanted->target);
     if (version < wanted->driver_version)
-        return fail(f, "card check: the NVIDIA driver supports CUDA %d.%d (cuDriverGetVersion %d); the host ELF's image "
-                    "needs CUDA %d.%d or later; install a newer NVIDIA driver", version / 1000, version % 1000 / 10,
-                    version, wanted->driver_version / 1000, wanted->driver_version % 1000 / 10);
+        return fail(f, "card check: the NVIDIA driver supports CUDA %d.%d (cuDriverGetVersion %d); "
+                    "the host ELF's image needs CUDA %d.%d or later; install a newer NVIDIA driver",
+                    version / 1000, version % 1000 / 10, version, wanted->driver_version / 1000,
+                    wanted->driver_version % 1000 / 10);
     if (!unified)
         return fail(f, "card check: the %s reports no unified addressing, which the host ELF needs; run it on a 64-bit "
                     "host with the %s's driver", name, wanted->card);
@@ -106,14 +107,15 @@ static int load_image(cuda_device* d, const uint8_t* image, uint64_t image_bytes
         if (!d->functions[kernel] && load_function(d, kernel, i, f) != 0) return -1;
         if (l->cluster > PORTABLE_CLUSTER) {
             snprintf(what, sizeof what, "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for launch %u", i);
-            if (CHECK(d->driver.cuFuncSetAttribute(d->functions[kernel], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                                                   1), what) != 0)
+            if (CHECK(d->driver.cuFuncSetAttribute(d->functions[kernel],
+                                                   CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), what) != 0)
                 return -1;
         }
         if (l->shared > STATIC_SHARED_LIMIT) {
             snprintf(what, sizeof what, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u) for launch %u",
                      l->shared, i);
-            if (CHECK(d->driver.cuFuncSetAttribute(d->functions[kernel], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            if (CHECK(d->driver.cuFuncSetAttribute(d->functions[kernel],
+                                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                    (int)l->shared), what) != 0)
                 return -1;
         }

@@ -66,8 +66,8 @@ static int verify(const self_image* image) {
 
 static const char USAGE[] = "--checkpoint C --tokens T --out DIR [--operation train|predict] [--validation V] "
                             "[--predict-from start|checkpoint], or --operation generate --checkpoint C "
-                            "--prompt TEXT|--prompt-tokens FILE --new-tokens N [--temperature X] [--top-k K] [--seed S] "
-                            "--out FILE, or --verify";
+                            "--prompt TEXT|--prompt-tokens FILE --new-tokens N [--temperature X] [--top-k K] "
+                            "[--seed S] --out FILE, or --verify";
 
 enum { TRAIN = 1, PREDICT = 2, GENERATE = 4 };
 

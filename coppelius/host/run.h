@@ -9,9 +9,9 @@
 // certified step horizon, payload digest); the token streams (header, at least one context, every
 // id read below vocab; run_streams.c). Then the cpu device, and the host program is walked: its
 // steps fill and read host buffers, issue ring entries, patch the AdamW step words, score the
-// validation stream (skipped without --validation), publish checkpoints under checkpoints/<run identity>/ with the result record
-// (status "interrupted") and record the stats; at the end predictions, final.ckpt and the result
-// record are published.
+// validation stream (skipped without --validation), publish checkpoints under
+// checkpoints/<run identity>/ with the result record (status "interrupted") and record the stats;
+// at the end predictions, final.ckpt and the result record are published.
 #ifndef COPPELIUS_RUN_H
 #define COPPELIUS_RUN_H
 #include <stdio.h>

@@ -54,7 +54,8 @@ def lm_head_stats_width(model, batch: int, arch: str) -> int:
 
 def planes_for(model, batch: int, staging_bytes: int, width: int = 0) -> list[Plane]:
     """The arena's planes; width: lm_head_stats_width's (0: no logit_stats)."""
-    B, T, C, L, NH, Vp, P = batch, model.context, model.width, model.layers, model.heads, model.vocab_padded, model.parameter_count
+    B, T, C, L, NH = batch, model.context, model.width, model.layers, model.heads
+    Vp, P = model.vocab_padded, model.parameter_count
     step = lambda name, dtype, *shape: Plane(name, dtype, shape, "step")  # noqa: E731
     layer = lambda name, dtype, *shape: Plane(name, dtype, (L, *shape), "step", region="layer")  # noqa: E731
     weight = lambda name, dtype, lifetime: Plane(name, dtype, (P,), lifetime, region="tensor")  # noqa: E731

@@ -34,10 +34,12 @@ class Piece:
         self.commands.append({"op": "memset", "dst": ref, "bytes": nbytes, "value": 0})
 
     def h2d(self, buffer: str, buffer_offset: int, ref: dict, nbytes: int):
-        self.commands.append({"op": "h2d", "src": {"buffer": buffer, "offset": buffer_offset}, "dst": ref, "bytes": nbytes})
+        self.commands.append({"op": "h2d", "src": {"buffer": buffer, "offset": buffer_offset}, "dst": ref,
+                              "bytes": nbytes})
 
     def d2h(self, ref: dict, buffer: str, buffer_offset: int, nbytes: int):
-        self.commands.append({"op": "d2h", "src": ref, "dst": {"buffer": buffer, "offset": buffer_offset}, "bytes": nbytes})
+        self.commands.append({"op": "d2h", "src": ref, "dst": {"buffer": buffer, "offset": buffer_offset},
+                              "bytes": nbytes})
 
     def d2d(self, src: dict, dst: dict, nbytes: int):
         self.commands.append({"op": "d2d", "src": src, "dst": dst, "bytes": nbytes})
@@ -87,7 +89,8 @@ class Step:
         p.launch("encoder_forward", out=self.at("encoded"), tokens=self.at("context"), wte=w("wte"), wpe=w("wpe"),
                  B=self.B, T=self.T, C=C, Vp=self.Vp)
         def norm(name: str, layer: int | None) -> dict:  # layernorm `name`'s outputs and parameters (lnf: no layer)
-            at = (lambda plane: self.at(plane)) if layer is None else (lambda plane: self.act(plane, layer))  # noqa: E731
+            at = ((lambda plane: self.at(plane)) if layer is None  # noqa: E731
+                  else (lambda plane: self.act(plane, layer)))
             return dict(out=at(name), mean=at(f"{name}_mean"), rstd=at(f"{name}_rstd"), weight=w(f"{name}w", layer),
                         bias=w(f"{name}b", layer))
         # each residual add is one launch with the layernorm after it (ln2; the next layer's ln1, or lnf)
@@ -143,8 +146,8 @@ class Step:
         for l in reversed(range(L)):
             residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
             # the MLP: dresidual holds the gradient of residual3[l]
-            p.launch("matmul_backward_weight", dweight=g("fcprojw", l), dbias=g("fcprojb", l), dout=self.at("dresidual"),
-                     inp=self.act("fch_gelu", l), N=N, C=4 * C, OC=C, accumulate=0)
+            p.launch("matmul_backward_weight", dweight=g("fcprojw", l), dbias=g("fcprojb", l),
+                     dout=self.at("dresidual"), inp=self.act("fch_gelu", l), N=N, C=4 * C, OC=C, accumulate=0)
             # dbt4c: the gradient of fch[l], gelu's backward (a multiply by the slope the forward stored) in the
             # product's epilogue, on every tile: against matmul_backward_input then gelu_backward in place, gpt2's
             # 0.265 against 0.38 ms on sm_90a's wide tiles, 0.71 against 0.76 on the 128x128 mma.sync tiles (sm_86's
@@ -155,10 +158,11 @@ class Step:
                      inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c"), weight=w("fcw", l),
                      N=N, C=C, OC=4 * C)
-            self.layernorm_backward(p, "ln2", l, self.act("residual2", l), self.act("ln2_mean", l), self.act("ln2_rstd", l))
+            self.layernorm_backward(p, "ln2", l, self.act("residual2", l), self.act("ln2_mean", l),
+                                    self.act("ln2_rstd", l))
             # attention: dresidual now holds the gradient of residual2[l]
-            p.launch("matmul_backward_weight", dweight=g("attprojw", l), dbias=g("attprojb", l), dout=self.at("dresidual"),
-                     inp=self.act("atty", l), N=N, C=C, OC=C, accumulate=0)
+            p.launch("matmul_backward_weight", dweight=g("attprojw", l), dbias=g("attprojb", l),
+                     dout=self.at("dresidual"), inp=self.act("atty", l), N=N, C=C, OC=C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dresidual"), weight=w("attprojw", l),
                      N=N, C=C, OC=C)
             p.launch("attention_backward", dqkv=self.at("dbt3c"), dout=self.at("dbtc"), qkv=self.act("qkv", l),

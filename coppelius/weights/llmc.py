@@ -68,7 +68,8 @@ def read_header(path: str | Path) -> tuple[int, dict]:
     expected = HEADER_BYTES + model.parameter_count * np.dtype(VERSIONS[version]).itemsize
     if size != expected:
         raise CoppeliusError(f"{path}: size is {size} bytes but the header (version {version}, "
-                             f"{model.parameter_count:,} parameters) needs {expected}; the file is truncated or corrupt: write it again")
+                             f"{model.parameter_count:,} parameters) needs {expected}; "
+                             f"the file is truncated or corrupt: write it again")
     return version, fields
 
 

@@ -31,7 +31,8 @@ def built(tmp_path_factory):
         other_learner = build_chain(config(root, steps=6, interval=3, batch=2, lr="1e-3"), root / "lr")
         good = read_host_elf(paths["elf"])  # the same admitted program, written for the other host machine
         foreign = {"elf": str(root / "foreign.elf")}
-        write_host_elf(foreign["elf"], "aarch64" if good.machine == "x86_64" else "x86_64", good.identity, good.sections)
+        other_machine = "aarch64" if good.machine == "x86_64" else "x86_64"
+        write_host_elf(foreign["elf"], other_machine, good.identity, good.sections)
         yield root, paths, other_model, other_learner, foreign
 
 
@@ -77,12 +78,14 @@ def test_checkpoint_wrong_magic_and_version(built, tmp_path):
     def version(d):
         d[8:12] = (9).to_bytes(4, "little")
         return d
-    assert "checkpoint version is 9" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], version), p["train"], tmp_path / "o")
+    assert "checkpoint version is 9" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], version),
+                                                p["train"], tmp_path / "o")
 
 
 def test_checkpoint_of_another_model_or_learner(built, tmp_path):
     _, p, other_model, other_learner, _ = built
-    assert "header model.width is 32 but the plan's is 64" in refused(p["elf"], other_model["checkpoint"], p["train"], tmp_path / "o")
+    assert "header model.width is 32 but the plan's is 64" in refused(
+        p["elf"], other_model["checkpoint"], p["train"], tmp_path / "o")
     assert "header learner.lr is '1/1000' but the plan's is '3/1000'" in refused(
         p["elf"], other_learner["checkpoint"], p["train"], tmp_path / "o")
 
@@ -92,7 +95,8 @@ def test_payload_digest_mismatch(built, tmp_path):
     def flip(d):
         d[checkpoint.HEADER_BYTES + 1000] ^= 0x40
         return d
-    assert "payload sha256 is" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], flip), p["train"], tmp_path / "o")
+    assert "payload sha256 is" in refused(p["elf"], damaged(tmp_path, p["checkpoint"], flip),
+                                          p["train"], tmp_path / "o")
 
 
 def test_a_token_stream_shorter_than_one_context_is_refused(built, tmp_path):
@@ -128,7 +132,8 @@ def test_token_over_vocab(built, tmp_path):
     bad = tmp_path / "input" / "ids.bin"
     bad.parent.mkdir()
     tokens.write(bad, ids)
-    assert "token 100 is 300, not below the model's vocab 256" in refused(p["elf"], p["checkpoint"], bad, tmp_path / "o")
+    assert "token 100 is 300, not below the model's vocab 256" in refused(
+        p["elf"], p["checkpoint"], bad, tmp_path / "o")
 
 
 def test_missing_files(built, tmp_path):
@@ -275,8 +280,9 @@ def test_a_checkpoint_folder_it_cannot_write_is_refused_before_any_step(built, t
     proc = subprocess.run([sys.executable, REFERENCE_HOST, "run", p["elf"], "--checkpoint", p["checkpoint"],
                            "--tokens", p["train"], "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     line = proc.stderr.strip()
-    assert proc.returncode == 1 and "\n" not in line and line.startswith(f"coppelius run: {in_the_way}/") and line.endswith(
-        ": this run's checkpoint folder is not a writable folder (Not a directory); give a folder you can write to")
+    assert (proc.returncode == 1 and "\n" not in line and line.startswith(f"coppelius run: {in_the_way}/")
+            and line.endswith(": this run's checkpoint folder is not a writable folder (Not a directory); "
+                              "give a folder you can write to"))
     assert in_the_way.read_text() == "mine" and os.listdir(tmp_path) == ["checkpoints"]
 
 

@@ -52,7 +52,8 @@ RUN = {"native": run_native, "interpreter": run_interpreter}
 def builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash")
     with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
-        full = build_chain(config(root, steps=STEPS, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144), root / "full")
+        full = build_chain(config(root, steps=STEPS, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144),
+                           root / "full")
         references = {host: RUN[host](full, full["checkpoint"], root / f"reference-{host}") for host in RUN}
         yield root, full, references
 

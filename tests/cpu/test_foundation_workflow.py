@@ -11,7 +11,8 @@ def test_gpu_target_plans_identical_across_clones(tmp_path):
         for clone in (first, second):
             run = snakemake(clone, "--config", f"target={target}", "--", f"results/{target}/plan.json")
             assert run.returncode == 0, run.stderr[-3000:]
-        assert (first / f"results/{target}/plan.json").read_bytes() == (second / f"results/{target}/plan.json").read_bytes()
+        plan = f"results/{target}/plan.json"
+        assert (first / plan).read_bytes() == (second / plan).read_bytes()
     again = snakemake(first, "--config", "target=gb10", "--", "results/gb10/plan.json")
     assert "Nothing to be done" in again.stdout + again.stderr
 
@@ -29,8 +30,8 @@ def test_bad_config_refused_before_any_job(clone):
     ("keep=4294967296", "config: key 'keep' is 4294967296; it must be at most 4294967295"),
     ("eps=1e300", "config: key 'eps' is 1e+300; the AdamW kernel takes eps x loss_scale (1024) in binary32: make "
                   "that product between 1.2e-38 and 3.4e38"),
-    ("model=small heads=1", "config: key 'heads' is 1; the head size, width / heads = 384, is past the 128 the attention "
-                            "kernels take: use at least 3 heads, dividing width"),
+    ("model=small heads=1", "config: key 'heads' is 1; the head size, width / heads = 384, is past the 128 "
+                            "the attention kernels take: use at least 3 heads, dividing width"),
 ])
 def test_a_value_of_the_wrong_kind_is_one_line_from_a_dry_run(clone, value, line):
     """What the schema lets through must not reach a stage (a traceback from canonical JSON, a table's packer):

@@ -277,7 +277,8 @@ def test_a_checkpoint_folder_it_cannot_write_is_refused_before_any_step(built, t
     mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(read_only), str(read_only)],
                              capture_output=True).returncode == 0
     if mounted:
-        cases.append((tmp_path / "c", "is not a writable folder (Read-only file system); give a folder you can write to"))
+        cases.append((tmp_path / "c",
+                      "is not a writable folder (Read-only file system); give a folder you can write to"))
     try:
         for out, words in cases:
             proc = execute(elf, p["checkpoint"], p["train"], out)

@@ -137,8 +137,10 @@ def test_a_run_without_validation_skips_its_passes_and_publishes_the_same_bytes(
                            "--out", str(tmp_path / "plain")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     plain = result.read(tmp_path / "plain/result.json")
-    assert [p["t"] for p in scored["validation"]["points"]] == [3, 6] and scored["validation"]["path"] == c["half"]["val"]
-    assert plain["validation"]["path"] is None and plain["validation"]["points"] == [] and plain["status"] == "completed"
+    assert ([p["t"] for p in scored["validation"]["points"]] == [3, 6]
+            and scored["validation"]["path"] == c["half"]["val"])
+    assert (plain["validation"]["path"] is None and plain["validation"]["points"] == []
+            and plain["status"] == "completed")
     assert plain["steps"] == [s | {"time": p["time"], "tokens_per_second": p["tokens_per_second"]}
                               for s, p in zip(scored["steps"], plain["steps"])]
     assert (plain["initial_loss"], plain["final_loss"]) == (scored["initial_loss"], scored["final_loss"])
@@ -156,7 +158,8 @@ def test_the_train_command_is_run_with_operation_train(chains, tmp_path):
                            "--out", str(tmp_path / "train")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     trained = result.read(tmp_path / "train/result.json")
-    assert [s["loss"] for s in trained["steps"]] == [s["loss"] for s in ran["steps"]] and trained["operation"] == "train"
+    assert ([s["loss"] for s in trained["steps"]] == [s["loss"] for s in ran["steps"]]
+            and trained["operation"] == "train")
     assert trained["validation"]["points"] == ran["validation"]["points"]
     assert (tmp_path / "train/final.ckpt").read_bytes() == (tmp_path / "run/final.ckpt").read_bytes()
 

@@ -41,8 +41,9 @@ def chains(tmp_path_factory):
 def coppelius_sample(paths, out, host, *options, checkpoint=None) -> subprocess.CompletedProcess:
     """`coppelius sample` (the native host ELF), or the same command line given to the Python reference host."""
     program = ["-m", "coppelius"] if host == "native" else [REFERENCE_HOST]
-    return subprocess.run([sys.executable, *program, "sample", paths["elf"], "--checkpoint", checkpoint or paths["final"],
-                           "--out", str(out), *options], capture_output=True, timeout=600)
+    return subprocess.run([sys.executable, *program, "sample", paths["elf"],
+                           "--checkpoint", checkpoint or paths["final"], "--out", str(out), *options],
+                          capture_output=True, timeout=600)
 
 
 def generate(paths, out, *options, checkpoint=None) -> subprocess.CompletedProcess:

@@ -76,7 +76,8 @@ def test_plan_gradient_matches_float64_reference(in_tmp):
 
     params = {}
     for t in plan["tensors"]:
-        params[t["name"]] = parts["params"][t["payload_offset"]:t["payload_offset"] + t["count"]].astype(np.float64).reshape(t["shape"])
+        start = t["payload_offset"]
+        params[t["name"]] = parts["params"][start:start + t["count"]].astype(np.float64).reshape(t["shape"])
     loss, grads = gpt2.forward_backward(params, context[:-1].reshape(B, T), context[1:].reshape(B, T), 256, 4)
     losses = device.host[buffers["step_losses"]["offset"]:][:4 * B * T].view("<f4")
     print(f"loss: plan {losses.mean():.6f} reference {loss:.6f}")
@@ -135,7 +136,8 @@ def test_cpu_host_elf_is_for_this_machine(in_tmp):
     import platform
     paths = build_chain(config(in_tmp, steps=2, interval=2, batch=2), in_tmp / "e")
     elf = read_host_elf(paths["elf"])
-    expected = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}[platform.machine().lower()]
+    machines = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+    expected = machines[platform.machine().lower()]
     assert elf.machine == expected and elf.identity["target"] == "cpu"
 
 

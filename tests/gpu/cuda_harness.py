@@ -77,9 +77,8 @@ def check(result, call: str, launch: tuple[str, int] | None = None):
 def allow_cluster(function, cluster: int) -> None:
     """Opt the function in to clusters of more than PORTABLE_CLUSTER blocks, when a launch asks for them."""
     if cluster > PORTABLE_CLUSTER:
-        check(driver.cuFuncSetAttribute(function,
-                                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-              "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
+        allowed = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+        check(driver.cuFuncSetAttribute(function, allowed, 1), "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
 
 
 def cluster_value(cluster: int):

@@ -96,7 +96,8 @@ def test_native_gpu_sample_repeats_the_python_host(in_tmp):
     device = CudaDevice()
     check_card(program.identity, device.describe())
     try:
-        Run(program, device, final, None, in_tmp / "python.txt", "generate", generate=parse_options(**options)).execute()
+        Run(program, device, final, None, in_tmp / "python.txt", "generate",
+            generate=parse_options(**options)).execute()
     finally:
         device.close()
     ours, theirs = (in_tmp / "native.txt").read_bytes(), (in_tmp / "python.txt").read_bytes()

@@ -129,8 +129,8 @@ class Gpu:
         extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(nbytes), 0)
         fn, launch_args = self.fn[kernel], (*grid, *block, shared, stream, None, ctypes.addressof(extra))
         if shared > 48 * 1024:  # above 48 KiB of dynamic shared memory a function takes it only when opted in
-            _ck(self.d.cuFuncSetAttribute(fn, self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          shared))
+            _ck(self.d.cuFuncSetAttribute(
+                fn, self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared))
         keep = (blob, buf, nbytes, extra)
         if cluster > 1:  # the kernel reads its split of K from its cluster's size
             allow_cluster(fn, cluster)
@@ -527,7 +527,8 @@ def attention_flops(B, T, C, NH) -> float:
 
 def time_matmul(g, rng, N, C, OC) -> dict:
     """Milliseconds of matmul_forward (with bias), matmul_backward_input and matmul_backward_weight (with dbias)."""
-    p_inp, p_w, p_b = g.put(h16_timing(rng, N, C)), g.put(h16_timing(rng, OC, C, scale=0.05)), g.put(h16_timing(rng, OC))
+    p_inp, p_w, p_b = (g.put(h16_timing(rng, N, C)), g.put(h16_timing(rng, OC, C, scale=0.05)),
+                       g.put(h16_timing(rng, OC)))
     p_dout = g.put(h16_timing(rng, N, OC, scale=0.05))
     p_out, p_dinp, p_dw, p_db = g.alloc(N * OC * 2), g.alloc(N * C * 2), g.alloc(OC * C * 2), g.alloc(OC * 2)
     sc = {"N": N, "C": C, "OC": OC}
@@ -558,7 +559,8 @@ def test_timings(gpu, rng):
     for label, (N, C, OC) in {"8192^3": (8192, 8192, 8192), **MODEL_MATMULS}.items():
         ms, flop = time_matmul(gpu, rng, N, C, OC), matmul_flops(N, C, OC)
         print(f"  {label:<26} N={N:>6} C={C:>5} OC={OC:>6}"
-              f"   fwd {ms['fwd']:8.3f} ms {flop / ms['fwd'] / 1e9:6.1f} TF/s   bwd_in {ms['bwd_in']:8.3f} ms {flop / ms['bwd_in'] / 1e9:6.1f}"
+              f"   fwd {ms['fwd']:8.3f} ms {flop / ms['fwd'] / 1e9:6.1f} TF/s"
+              f"   bwd_in {ms['bwd_in']:8.3f} ms {flop / ms['bwd_in'] / 1e9:6.1f}"
               f"   bwd_w {ms['bwd_w']:8.3f} ms {flop / ms['bwd_w'] / 1e9:6.1f}")
     for label, (B, T, C, NH) in MODEL_ATTENTION.items():
         ms, flop = time_attention(gpu, rng, B, T, C, NH), attention_flops(B, T, C, NH)

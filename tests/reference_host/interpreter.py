@@ -58,8 +58,8 @@ def device_factory(program: Program):
     target, here = program.identity["target"], host_machine()
     if target != "cpu":
         raise CoppeliusError(f"{program.path}: target is {target!r}: the Python reference host runs the cpu target "
-                             f"only (with a device of its own: tests/gpu/cuda_harness.py); run the host ELF itself (`coppelius run "
-                             f"{program.path} ...`)")
+                             f"only (with a device of its own: tests/gpu/cuda_harness.py); run the host ELF itself "
+                             f"(`coppelius run {program.path} ...`)")
     if program.machine != here:
         raise CoppeliusError(f"{program.path}: host machine is {program.machine}, this machine is {here}; "
                              f"rebuild the cpu target here with `snakemake`")
@@ -122,9 +122,10 @@ class Run:
         horizon = int(self.program.certificate.get("step_horizon", 0))
         end = header["step"] + self.plan["run"]["steps"]
         if self.operation == "train" and end > horizon:
-            raise CoppeliusError(f"{self.checkpoint_path}: checkpoint step is {header['step']}; {self.plan['run']['steps']} "
-                                 f"more steps reach step {end}, past step {horizon}, the last the host's AdamW step sizes "
-                                 f"are certified for; resume from an earlier checkpoint or change lr or the betas and rebuild")
+            raise CoppeliusError(f"{self.checkpoint_path}: checkpoint step is {header['step']}; "
+                                 f"{self.plan['run']['steps']} more steps reach step {end}, past step {horizon}, "
+                                 f"the last the host's AdamW step sizes are certified for; resume from an earlier "
+                                 f"checkpoint or change lr or the betas and rebuild")
         checkpoint.verify_payload(self.checkpoint_path, header)
         return header
 
@@ -265,7 +266,8 @@ class Run:
         except OSError as late:
             recorded = f"the result record could not be written either ({late.strerror or late})"
         raise CoppeliusError(f"{self.checkpoint_directory()}: publishing {what} failed ({reason}); the newest "
-                             f"published checkpoint stays {newest} and {recorded}: {write_remedy(error)} and resume from it")
+                             f"published checkpoint stays {newest} and {recorded}: {write_remedy(error)} "
+                             f"and resume from it")
 
     def op_checkpoint_begin(self):
         try:
@@ -355,8 +357,8 @@ class Run:
                 self.finish()
                 raise CoppeliusError(
                     f"{self.tokens_path}: steps {self.t - self.consecutive_skips + 1}..{self.t} all had non-finite "
-                    f"gradients (loss_scale {self.plan['learner']['loss_scale']}); stopped, the last good checkpoint is "
-                    f"{newest}: lower loss_scale and resume from it")
+                    f"gradients (loss_scale {self.plan['learner']['loss_scale']}); stopped, the last good "
+                    f"checkpoint is {newest}: lower loss_scale and resume from it")
             return
         loss = float(np.mean(self.buffer("report_losses", 0, 4 * n).view("<f4"), dtype=np.float64))
         if kind == "predict":

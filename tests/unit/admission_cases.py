@@ -40,7 +40,8 @@ def realization_for(plan: dict, profile: dict) -> tuple[dict, str | None]:
             GPU_ARTIFACTS[arch] = (real["image"], real["kernel_info"], None)
         except CoppeliusError as e:
             GPU_ARTIFACTS[arch] = (b"synthetic image", synthetic_kernel_info(arch),
-                                   f"GPU realization for {arch} is not there ({str(e)[:160]}): kernel_info is synthetic")
+                                   f"GPU realization for {arch} is not there ({str(e)[:160]}): "
+                                   f"kernel_info is synthetic")
     image, info, why = GPU_ARTIFACTS[arch]
     return {"image": image, "kernel_info": info, **encode_program(plan)}, why
 

@@ -99,8 +99,10 @@ def test_a_malformed_plan_is_refused_not_crashed():
 
 
 # ---------------------------------------------------------------------------- the learner's shortcut
-LEARNERS = [(Fraction(3, 1000), Fraction(9, 10), Fraction(95, 100)), (Fraction(6, 10000), Fraction(9, 10), Fraction(999, 1000)),
-            (Fraction(1, 1000), Fraction(1, 2), Fraction(3, 4)), (Fraction(1, 7), Fraction(99, 100), Fraction(9999, 10000))]
+LEARNERS = [(Fraction(3, 1000), Fraction(9, 10), Fraction(95, 100)),
+            (Fraction(6, 10000), Fraction(9, 10), Fraction(999, 1000)),
+            (Fraction(1, 1000), Fraction(1, 2), Fraction(3, 4)),
+            (Fraction(1, 7), Fraction(99, 100), Fraction(9999, 10000))]
 
 
 @pytest.mark.parametrize("lr, b1, b2", LEARNERS)
@@ -166,7 +168,8 @@ def test_a_long_way_to_the_tail_is_fast_and_unbounded():
 
 def test_nearest_is_monotone_where_the_tail_needs_it():
     lr = Fraction(3, 1000)
-    assert nearest_f32(lr * (1 - Fraction(1, 2 ** 60))) == nearest_f32(lr) == nearest_f32(lr / (1 - Fraction(1, 2 ** 60)))
+    below_one = 1 - Fraction(1, 2 ** 60)
+    assert nearest_f32(lr * below_one) == nearest_f32(lr) == nearest_f32(lr / below_one)
 
 
 def test_a_step_size_below_binary32s_smallest_half_is_zero_not_a_search_for_ever():

@@ -58,7 +58,8 @@ def test_defaults_resolve_exactly():
     ({"loss_scale": 2**200}, "it must be at most 2^127"),
     ({"tokens": ""}, "key 'tokens' is ''; an empty path names no file: give a path, or null for the default"),
     ({"corpus": ""}, "key 'corpus' is ''; an empty path names no file"),
-    ({"staging_bytes": 2**62}, "key 'staging_bytes' is 4611686018427387904; it must fit the cpu target's 8,589,934,592"),
+    ({"staging_bytes": 2**62}, "key 'staging_bytes' is 4611686018427387904; it must fit the cpu target's "
+                               "8,589,934,592"),
     ({"init_from": ""}, "key 'init_from' is ''; an empty path names no file"),
     ({"width": 256, "heads": 1}, "key 'heads' is 1; the head size, width / heads = 256, is past the 128 the attention "
                                  "kernels take: use at least 2 heads"),

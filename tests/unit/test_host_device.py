@@ -39,7 +39,8 @@ def driver(tmp_path_factory):
 
 def _table(kind: str, rows: list, blob: bytes = b"") -> bytes:
     record = struct.Struct(RECORDS[kind])
-    return MAGICS[kind] + struct.pack("<IIQ", tables.VERSION, len(rows), len(blob)) + b"".join(record.pack(*r) for r in rows) + blob
+    header = struct.pack("<IIQ", tables.VERSION, len(rows), len(blob))
+    return MAGICS[kind] + header + b"".join(record.pack(*r) for r in rows) + blob
 
 
 def _step(op, ring=0, buffer=0, file=0, count=0, offset=0, bytes=0, value=0, body=0):

@@ -42,7 +42,8 @@ TOLERANCE = {
     "layernorm_backward": {"dinp": HALF_SUMS, "partials": FLOAT_SUMS},
     "layernorm_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "matmul_forward": {"out": HALF_SUMS}, "matmul_backward_input": {"dinp": HALF_SUMS},
-    "matmul_forward_gelu": {"slope": HALF_SUMS, "out_gelu": HALF_SUMS}, "matmul_backward_input_gelu": {"dinp": HALF_SUMS},
+    "matmul_forward_gelu": {"slope": HALF_SUMS, "out_gelu": HALF_SUMS},
+    "matmul_backward_input_gelu": {"dinp": HALF_SUMS},
     "matmul_backward_weight": {"dweight": HALF_SUMS, "dbias": HALF_SUMS},
     "attention_forward": {"out": HALF_SUMS, "lse": FLOAT_SUMS}, "attention_backward": {"dqkv": HALF_SUMS},
     "gelu_forward": {"out": HALF_SUMS}, "gelu_backward": {"dinp": EXACT},
@@ -217,7 +218,8 @@ def test_the_c_catalog_is_the_python_catalog(driver):
     expected = []
     for kernel in (KERNEL_NAMES[i] for i in sorted(KERNEL_NAMES)):  # in the stable ids of the launch table
         layout, size = param_layout(kernel)
-        expected += [f"{kernel} {name} {kind} {offset} {ACCESS[kernel].get(name, '-')}" for name, kind, offset in layout]
+        expected += [f"{kernel} {name} {kind} {offset} {ACCESS[kernel].get(name, '-')}"
+                     for name, kind, offset in layout]
         expected.append(f"{kernel} - block {size}")
     assert printed[:-1] == expected
 

@@ -127,7 +127,8 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul_hopper.cuh", "MM_HOP_STAGES") == str(geometry.HOPPER_STAGES)
     assert constant("matmul_hopper.cuh", "MM_HOP_BK") == str(geometry.HOPPER_BK)
     assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
-    hopper = {name: int(constant("matmul_hopper.cuh", name)) for name in ("MM_HOP_STAGES", "MM_HOP_BK", "MM_HOP_OUT_LD")}
+    hopper = {name: int(constant("matmul_hopper.cuh", name))
+              for name in ("MM_HOP_STAGES", "MM_HOP_BK", "MM_HOP_OUT_LD")}
     assert eval(" ".join(constant("matmul_hopper.cuh", "MM_HOP_SHARED").split()), {}, hopper) == geometry.HOPPER_SHARED
 
 
@@ -206,7 +207,8 @@ def test_geometry_of_the_gpt2_launches():
     assert geometry.geometry("encoder_backward", s) == ([6288 + 128, 3, 1], [256, 1, 1], 0)
     assert geometry.geometry("encoder_sort", s) == ([197, 1, 1], [1024, 1, 1], 0)
     # a byte vocabulary: a row a block, its 64-channel chunks adjacent in x
-    assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == ([6, 256 + 32, 1], [256, 1, 1], 0)
+    assert geometry.geometry("encoder_backward", {**s, "Vp": 256, "T": 256, "C": 384}) == (
+        [6, 256 + 32, 1], [256, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", s) == ([1024, 1, 1], [96, 1, 1], 0)
     assert geometry.geometry("layernorm_backward", {"N": 77, "C": 13}) == ([20, 1, 1], [32, 1, 1], 0)
     # on sm_90 its loads go through two batches of two rows of shared memory, 3 packs a row a thread (C % 8 == 0,

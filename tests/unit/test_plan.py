@@ -70,8 +70,9 @@ def test_pieces_and_program_cover_the_run():
     assert ops.count("sample-token") == ops.count("write-sample") == 1  # generate: one body, once per new token
 
 
-@pytest.mark.parametrize("target, model, batch", [("h200", "tiny", 8), ("h200", "small", 64), ("h200", "gpt2-124m", 32),
-                                                  ("rtx3090", "small", 64), ("gb10", "gpt2-124m", 4), ("cpu", "tiny", 8)])
+@pytest.mark.parametrize("target, model, batch", [
+    ("h200", "tiny", 8), ("h200", "small", 64), ("h200", "gpt2-124m", 32),
+    ("rtx3090", "small", 64), ("gb10", "gpt2-124m", 4), ("cpu", "tiny", 8)])
 def test_gelu_backward_rides_the_fc_projections_epilogue_on_every_target(target, model, batch):
     """Each layer's gradient of fch is one matmul_backward_input_gelu reading that layer's stored slope into dbt4c,
     never matmul_backward_input then gelu_backward (the fused kernel gives the pair's bits,

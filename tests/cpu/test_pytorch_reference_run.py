@@ -23,33 +23,39 @@ RUN = {"vocab": 256, "context": 16, "width": 32, "layers": 2, "heads": 4, "batch
 RELATIVE = 5e-4
 
 
-@pytest.fixture(scope="module")
 def torch_run() -> dict:
     with np.load(FIXTURE) as data:
         return {k: data[k] for k in data.files}
 
 
-def test_a_native_cpu_run_follows_pytorchs_losses_step_by_step(tmp_path, torch_run):
-    cfg = config(tmp_path, **RUN)
-    paths = build_chain(cfg, tmp_path / "results/cpu")
+def follow_pytorch(tmp_path: Path, target: str) -> None:
+    """Build the fixture's model for `target`, run its host ELF from the fixture's weights on its stream, and hold
+    each step's loss against PyTorch's."""
+    run = torch_run()
+    cfg = config(tmp_path, target=target, **RUN)
+    paths = build_chain(cfg, tmp_path / "results" / target)
     shapes = {name: shape for name, shape, _ in cfg.model.tensors()}
     params = []
     for name in PARAMETER_ORDER:
-        tensor = torch_run[f"run_param_{name}"]
+        tensor = run[f"run_param_{name}"]
         assert tensor.shape == shapes[name], name
         params.append(tensor.astype(np.float32).ravel())
     start, stream = tmp_path / "start.ckpt", tmp_path / "stream.bin"
     write_starting_checkpoint(str(start), cfg.model, cfg.learner, np.concatenate(params))
-    tokens.write(stream, torch_run["run_stream"])
+    tokens.write(stream, run["run_stream"])
     proc = subprocess.run([paths["elf"], "--checkpoint", str(start), "--tokens", str(stream), "--out",
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     losses = [s["loss"] for s in result.read(tmp_path / "out" / "result.json")["steps"]]
-    want = torch_run["run_losses"]
+    want = run["run_losses"]
     assert len(losses) == len(want) == RUN["steps"]
     for step, (got, expected) in enumerate(zip(losses, want), start=1):
-        print(f"step {step:2d}: loss {got:.6f}, PyTorch's {expected:.6f}, relative difference "
+        print(f"{target} step {step:2d}: loss {got:.6f}, PyTorch's {expected:.6f}, relative difference "
               f"{abs(got - expected) / expected:.2e}")
     assert want[-1] < 0.6 * want[0]  # the run learns, so a wrong update would show
     for got, expected in zip(losses, want):
         assert abs(got - expected) <= RELATIVE * expected
+
+
+def test_a_native_cpu_run_follows_pytorchs_losses_step_by_step(tmp_path):
+    follow_pytorch(tmp_path, "cpu")

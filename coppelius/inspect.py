@@ -24,7 +24,7 @@ def describe(path: str) -> list[str]:
                 f"learner: {', '.join(f'{k} {v}' for k, v in sorted(h['learner'].items()))}",
                 f"payload: {h['payload_bytes']:,} bytes, sha256 {h['payload_sha256']}",
                 f"header: sha256 {h['header_sha256']}"]
-    if int.from_bytes(head[:4], "little") == tokens.MAGIC:
+    if int.from_bytes(head[:4], "little") in (tokens.MAGIC, tokens.LLAMA3_MAGIC):  # the LLaMA-3 file: refused by name
         count = tokens.read_header(path)
         return [f"{path}: llm.c token stream", f"{count:,} tokens"]
     if int.from_bytes(head[:4], "little") == llmc.MAGIC:

@@ -50,6 +50,19 @@ def build_corpus() -> Path:
     return path
 
 
+def llmc_datafile(path: Path, ids, model_desc: str = "gpt-2") -> Path:
+    """A token file written as llm.c's dev/data/data_common.py write_datafile writes it: int32[256] header (magic,
+    version, count), then the ids as uint16 (gpt-2: magic 20240520, version 1) or uint32 (llama-3: 20240801, 7)."""
+    import numpy as np
+    magic, version, dtype = {"gpt-2": (20240520, 1, np.uint16), "llama-3": (20240801, 7, np.uint32)}[model_desc]
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = magic, version, len(ids)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.array(ids, dtype=dtype).tobytes())
+    return path
+
+
 def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "snakemake"
     return subprocess.run([str(exe), "--cores", "2", *args], cwd=workdir, capture_output=True, text=True,

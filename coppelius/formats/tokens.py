@@ -14,6 +14,10 @@ from .publish import publish_bytes
 MAGIC = 20240520
 VERSION = 1
 HEADER_BYTES = 1024
+LLAMA3_MAGIC = 20240801  # llm.c's LLaMA-3 token file (version 7, uint32 ids): named, never read
+LLAMA3_REFUSAL = (f"header magic is {LLAMA3_MAGIC}: llm.c's LLaMA-3 token file (uint32 ids), which Coppelius does "
+                  f"not read; give a GPT-2 token file (magic {MAGIC}, uint16 ids), as llm.c's data scripts write it "
+                  f"with --model_desc gpt-2")
 
 
 def encode(tokens: np.ndarray) -> bytes:
@@ -37,6 +41,8 @@ def read_header(path: str | Path) -> int:
         raise CoppeliusError(f"{path}: header is {len(head)} bytes, not {HEADER_BYTES}; "
                              f"the file is truncated or not an llm.c .bin file")
     magic, version, count = np.frombuffer(head, dtype="<i4", count=3)
+    if magic == LLAMA3_MAGIC:
+        raise CoppeliusError(f"{path}: {LLAMA3_REFUSAL}")
     if magic != MAGIC:
         raise CoppeliusError(f"{path}: header magic is {int(magic)}, not {MAGIC}; give an llm.c .bin token file")
     if version != VERSION:

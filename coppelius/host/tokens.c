@@ -28,11 +28,16 @@ int tokens_open(const char* path, token_stream* stream, failure* f) {
     }
     int32_t magic = header[0], version = header[1], count = header[2];  // little-endian hosts only
     const char* problem = NULL;
-    if (magic != TOKENS_MAGIC) problem = "magic";
+    if (magic == TOKENS_LLAMA3_MAGIC) problem = "llama-3";
+    else if (magic != TOKENS_MAGIC) problem = "magic";
     else if (version != TOKENS_VERSION) problem = "version";
     else if (count < 0 || (int64_t)st.st_size != TOKENS_HEADER_BYTES + 2 * (int64_t)count) problem = "size";
     if (problem) {
         fclose(file);
+        if (problem[0] == 'l')
+            return fail(f, "%s: header magic is %d: llm.c's LLaMA-3 token file (uint32 ids), which Coppelius does not "
+                        "read; give a GPT-2 token file (magic %d, uint16 ids), as llm.c's data scripts write it with "
+                        "--model_desc gpt-2", path, magic, TOKENS_MAGIC);
         if (problem[0] == 'm')
             return fail(f, "%s: header magic is %d, not %d; give an llm.c .bin token file", path, magic, TOKENS_MAGIC);
         if (problem[0] == 'v')

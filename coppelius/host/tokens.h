@@ -7,6 +7,7 @@
 #include "failure.h"
 
 enum { TOKENS_MAGIC = 20240520, TOKENS_VERSION = 1, TOKENS_HEADER_BYTES = 1024 };
+enum { TOKENS_LLAMA3_MAGIC = 20240801 };  // llm.c's LLaMA-3 token file (version 7, uint32 ids): named, never read
 
 typedef struct {
     const char* path;

@@ -15,9 +15,11 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from coppelius.errors import CoppeliusError
 from coppelius.formats import checkpoint, result, tokens
 from coppelius.formats.elf import read_host_elf
 from coppelius.stages import build_chain
+from conftest import llmc_datafile
 from test_native_run import execute, native
 from test_train_cpu import config
 
@@ -163,6 +165,19 @@ def test_token_over_vocab_and_bad_headers(built, tmp_path):
     assert "header magic is 20240521, not 20240520" in refused(elf, p["checkpoint"], bad, tmp_path / "o")
     bad.write_bytes(tokens.encode(np.arange(2000) % 256)[:-1])
     assert "the file is truncated or corrupt" in refused(elf, p["checkpoint"], bad, tmp_path / "o")
+
+
+def test_llmcs_llama3_token_file_is_refused_by_name_in_the_interpreters_words(built, tmp_path):
+    _, p, elf, *_ = built
+    (tmp_path / "input").mkdir()
+    llama3 = llmc_datafile(tmp_path / "input" / "llama3.bin", np.arange(2000) % 256, "llama-3")
+    expected = f"{llama3}: {tokens.LLAMA3_REFUSAL}"
+    assert refused(elf, p["checkpoint"], llama3, tmp_path / "o") == expected
+    assert refused(elf, p["checkpoint"], p["train"], tmp_path / "o", validation=llama3) == expected
+    assert refused(elf, p["checkpoint"], llama3, tmp_path / "o", operation="predict") == expected
+    with pytest.raises(CoppeliusError) as caught:
+        tokens.read(llama3)
+    assert str(caught.value) == expected
 
 
 def test_missing_files_and_arguments(built, tmp_path):

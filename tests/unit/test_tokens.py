@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 
 from coppelius.errors import CoppeliusError
+from coppelius.inspect import describe
 from coppelius.formats import tokens
 from coppelius.prepare import prepare
+from conftest import llmc_datafile
 
 
 def test_round_trip(tmp_path):
@@ -52,6 +54,26 @@ def test_token_over_vocab_names_first_offset(tmp_path):
         d[1024 + 2 * 60:1024 + 2 * 61] = (999).to_bytes(2, "little")
         return d
     assert "token 37 is 300, not below the model's vocab 256" in corrupt(tmp_path, mutate)
+
+
+def test_a_gpt2_token_file_as_llmc_writes_it_is_read_as_it_is(tmp_path):
+    ids = np.random.default_rng(1).integers(0, 50257, size=1000)
+    path = llmc_datafile(tmp_path / "gpt2.bin", ids)
+    assert np.array_equal(tokens.read(path, vocab=50257), ids)
+    assert describe(str(path)) == [f"{path}: llm.c token stream", "1,000 tokens"]
+
+
+def test_llmcs_llama3_token_file_is_refused_by_name_with_what_to_give_instead(tmp_path):
+    """llm.c's LLaMA-3 file (magic 20240801, version 7, uint32 ids) is an llm.c .bin token file: the refusal said
+    'give an llm.c .bin token file'; it names the format and the GPT-2 file to give instead, as inspect does."""
+    path = llmc_datafile(tmp_path / "llama3.bin", np.arange(1000), "llama-3")
+    expected = (f"{path}: header magic is 20240801: llm.c's LLaMA-3 token file (uint32 ids), which Coppelius does not "
+                f"read; give a GPT-2 token file (magic 20240520, uint16 ids), as llm.c's data scripts write it with "
+                f"--model_desc gpt-2")
+    for read in (tokens.read, describe):
+        with pytest.raises(CoppeliusError) as caught:
+            read(str(path))
+        assert str(caught.value) == expected
 
 
 def test_missing_file(tmp_path):

@@ -104,7 +104,13 @@ def _sample(a):
     with tempfile.TemporaryDirectory(prefix="coppelius-prompt-") as work:
         if a.prompt_first is not None:
             options["prompt_tokens"] = _first_tokens(a.prompt_tokens, a.prompt_first, Path(work) / "prompt.bin")
-        text = sample(a.host_elf, a.checkpoint, a.out, options)
+        try:
+            text = sample(a.host_elf, a.checkpoint, a.out, options)
+        except CoppeliusError as e:  # the host names the file it was given: the user's, not this temporary
+            if a.prompt_first is None:
+                raise
+            raise CoppeliusError(str(e).replace(options["prompt_tokens"], f"{a.prompt_tokens} (--prompt-first "
+                                                                          f"{a.prompt_first})")) from None
     if not text.endswith(b"\n"):
         sys.stdout.write("\n")  # the sample printed above ends its line
     log.info("sample: %s tokens after the prompt, written to %s", a.tokens, a.out)

@@ -141,6 +141,27 @@ def test_a_bad_option_is_refused_in_one_line_by_both_hosts(chains, tmp_path, opt
     assert native == interpreted and fragment in native and not out.exists(), (native, interpreted)
 
 
+def test_prompt_first_takes_the_first_ids_and_its_refusals_name_the_users_file_not_a_temporary(chains, tmp_path):
+    """--prompt-first K hands the host a temporary token file of the first K ids; the host's refusals named that
+    temporary (/tmp/coppelius-prompt-.../prompt.bin), a file the user never gave."""
+    p = chains["bytes"]
+    prompt = tmp_path / "prompt.bin"
+    tokens.write(prompt, np.array([*b"def f(x):", 300, *range(100)], np.uint16))
+    proc = coppelius_sample(p, tmp_path / "s.txt", "native", "--prompt-tokens", prompt, "--prompt-first", "9",
+                            "--tokens", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "s.txt").read_bytes()[:9] == b"def f(x):" and len((tmp_path / "s.txt").read_bytes()) == 14
+    long = tmp_path / "long.bin"
+    tokens.write(long, np.arange(100, dtype=np.uint16))
+    for file, first, fragment in ((prompt, "12", "token 9 is 300, not below the model's vocab 256"),
+                                  (long, "70", "the prompt is 70 tokens, longer than the model's context of 64")):
+        proc = coppelius_sample(p, tmp_path / "t.txt", "native", "--prompt-tokens", file, "--prompt-first", first,
+                                "--tokens", "5")
+        line = proc.stderr.decode().strip()
+        assert proc.returncode == 1 and "\n" not in line and not (tmp_path / "t.txt").exists(), line
+        assert line.startswith(f"coppelius sample: {file} (--prompt-first {first}): {fragment}"), line
+
+
 def test_prompt_text_is_refused_for_a_model_that_is_not_byte_level(chains, tmp_path):
     p = chains["ids"]
     native, interpreted = refusal_lines(p, tmp_path / "s.txt", {"prompt": "abc", "new_tokens": "3"}, p["checkpoint"])

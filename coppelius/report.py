@@ -3,6 +3,7 @@ model), arena map (text)."""
 import math
 from pathlib import Path
 
+from .canonical import file_sha256
 from .errors import CoppeliusError
 from .formats import result
 from .formats.publish import Publication, publish_bytes
@@ -106,6 +107,11 @@ def report(train_path: str, evaluate_path: str, plan_path: str, out_dir: str, sa
         raise CoppeliusError(f"{sample_path}: cannot read the sample ({e.strerror}); make it with `coppelius sample` "
                              f"or `snakemake`")
     plan = load_plan(plan_path)
+    digest = file_sha256(plan_path)  # the summary's model and the arena map are the plan's: the run's own
+    if train.get("plan_sha256") != digest:
+        raise CoppeliusError(f"{plan_path}: the plan's sha256 is {digest[:16]}..., but the --train record "
+                             f"{train_path} ran plan {str(train.get('plan_sha256'))[:16]}...; give the plan.json of "
+                             f"the build whose host ELF ran it")
     out = Path(out_dir)
     loss_plot(train, str(out / "loss.png"))
     publish_bytes(out / "summary.md", summary(train, evaluation, plan, sample).encode())

@@ -239,3 +239,21 @@ def test_its_records_make_a_report(chains, tmp_path):
     report(str(tmp_path / "train/result.json"), str(tmp_path / "evaluate/result.json"), paths["plan"],
            str(tmp_path / "report"))
     assert (tmp_path / "report/loss.png").stat().st_size > 0 and (tmp_path / "report/summary.md").read_text()
+
+
+def test_a_report_refuses_the_plan_of_another_build_than_the_one_that_ran(chains, tmp_path):
+    """The summary's model, tokens per step and the arena map come from --plan: a results/cpu/plan.json rebuilt
+    by another `--config` (model=small) beside a tiny run's records made a summary of the wrong model, silently."""
+    _, c = chains
+    paths = c["half"]
+    run(paths, paths["checkpoint"], tmp_path / "train")
+    run(paths, paths["checkpoint"], tmp_path / "evaluate", operation="predict", tokens=paths["val"])
+    trained, other = tmp_path / "train/result.json", c["whole"]["plan"]
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "report", "--train", trained, "--evaluate",
+                           tmp_path / "evaluate/result.json", "--plan", other, "--out", tmp_path / "report"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"coppelius report: {other}: the plan's sha256 is ") and (
+        f"but the --train record {trained} ran plan {result.read(trained)['plan_sha256'][:16]}...; give the "
+        f"plan.json of the build whose host ELF ran it") in proc.stderr
+    assert not (tmp_path / "report").exists()

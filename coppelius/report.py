@@ -71,7 +71,8 @@ def summary(train: dict, evaluation: dict, plan: dict, sample: bytes | None = No
         ("tokens/s", f"{train.get('tokens_per_second', 0):,.0f} ({train.get('tokens_per_second_counts', '')})"),
         ("epochs", f"{train['epoch']} passes over the {train['tokens']['count']:,}-token train stream"),
         ("first step's train loss", f"{first:.4f}"),
-        ("last step's train loss", f"{last:.4f} ({100 * (first - last) / first:.1f}% below the first)"),
+        ("last step's train loss", f"{last:.4f} ({100 * abs(first - last) / first:.1f}% "
+                                   f"{'above' if last > first else 'below'} the first)"),
         ("final forward loss (last context)", f"{train.get('final_loss', math.nan):.4f}"),
         ("validation loss during training", ", ".join(f"{p['loss']:.4f} (step {p['t']})"
                                                       for p in train.get("validation", {}).get("points", []))),

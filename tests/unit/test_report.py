@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from coppelius.report import loss_plot, sample_section, smoothed
+from coppelius.report import loss_plot, sample_section, smoothed, summary
 
 
 def test_smoothing_follows_a_constant_and_lags_a_step_without_start_up_bias():
@@ -23,3 +23,15 @@ def test_a_sampled_control_byte_is_shown_as_its_picture():
     lines = sample_section(b"def f():\n\treturn 1\x00\x1b[0m\n", {"model": {"vocab": 256}})
     text = "\n".join(lines)
     assert "def f():\n\treturn 1\u2400\u241b[0m" in text and not any(ord(c) < 32 and c not in "\n\t" for c in text)
+
+
+def test_a_last_loss_above_the_first_is_said_to_be_above_it_not_a_negative_percent_below():
+    """A resumed run whose last step's loss is higher than its first: the summary said '(-42.1% below the first)'."""
+    plan = {"model": {"vocab": 256, "context": 64, "width": 64, "layers": 2, "heads": 4, "parameters": 1},
+            "run": {"tokens_per_step": 1024}}
+    train = {"target": "cpu", "skipped": 0, "epoch": 0, "tokens": {"count": 9000}, "status": "completed",
+             "published": [], "steps": [{"t": 1, "loss": 2.0}, {"t": 2, "loss": 2.5}]}
+    evaluation = {"mean_loss": 2.0, "predict": [{"context": 0, "loss": 2.0}]}
+    assert "| last step's train loss | 2.5000 (25.0% above the first) |" in summary(train, evaluation, plan)
+    train["steps"][1]["loss"] = 1.5
+    assert "| last step's train loss | 1.5000 (25.0% below the first) |" in summary(train, evaluation, plan)

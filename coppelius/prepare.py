@@ -99,6 +99,8 @@ def check_inputs(config, outputs: str | Path = "results") -> str:
             raise CoppeliusError(f"config: key 'batch' is {batch}; the {stream} of the {source} holds {held:,} tokens, "
                                  f"less than one context of batch {batch} x context {context} + 1 = {need:,}: lower "
                                  f"batch or context, or give a larger corpus")
+    if config.tokens:  # every id goes into the train or the validation stream: one the model has not is refused now
+        token_file.read(config.tokens, vocab=config.model.vocab)
     return canonical.digest([[str(f), stat.st_size, stat.st_mtime_ns] for f, stat in stats or source_stats(config)])
 
 

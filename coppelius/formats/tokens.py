@@ -65,6 +65,8 @@ def read(path: str | Path, vocab: int | None = None) -> np.ndarray:
 
 
 def check_vocab(path, tokens: np.ndarray, vocab: int, first_offset: int = 0) -> None:
+    if not tokens.size or int(tokens.max()) < vocab:  # one pass, no index array, for a whole file of good ids
+        return
     bad = np.flatnonzero(tokens >= vocab)
     if bad.size:
         at = first_offset + int(bad[0])

@@ -52,6 +52,22 @@ def test_an_empty_path_in_a_config_file_is_one_line_from_a_dry_run(clone, tmp_pa
         "coppelius: config: key 'tokens' is ''; an empty path names no file: give a path, or null for the default"]
 
 
+def test_llmcs_gpt2_tokens_for_a_byte_level_model_are_one_line_from_a_dry_run(clone, tmp_path):
+    """An llm.c user's GPT-2 token file with the default model (tiny, vocab 256) passed the config check, and every
+    stage built; the train job then refused results/cpu/tokens/train.bin, a file the user never named."""
+    import numpy as np
+    from conftest import llmc_datafile
+    ids = np.arange(100_000) % 256
+    ids[70_000] = 50256  # <|endoftext|>, in what becomes the train stream
+    mine = llmc_datafile(tmp_path / "tiny_shakespeare_train.bin", ids)
+    run = snakemake(clone, "-n", "--config", f"tokens={mine}")
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert [l for l in run.stderr.splitlines() if "coppelius:" in l] == [
+        f"coppelius: {mine}: token 70000 is 50256, not below the model's vocab 256; use a model with a larger vocab "
+        f"or re-tokenize the corpus"]
+    assert not (clone / "results").exists()
+
+
 def test_gb10_builds_admits_and_stops_before_training(clone):
     """On this CPU-only machine: the whole build for the GB10, then one line saying there is no GB10."""
     from conftest import build_corpus

@@ -47,6 +47,20 @@ def test_counts_are_refused_naming_the_key_that_fixes_them(tmp_path):
         check_inputs(resolve(base | {"vocab": 100}))
 
 
+def test_a_token_file_with_an_id_the_model_has_not_is_refused_before_any_job(tmp_path):
+    """Every id of `tokens` goes into the train or the validation stream; an id past the model's vocab was found only
+    by the train job (naming results/TARGET/tokens/train.bin), after every build stage had run."""
+    ids = list(range(256)) * 100
+    ids[9000] = 50256
+    tokens.write(tmp_path / "gpt2.bin", ids)
+    config = DEFAULTS | {"tokens": str(tmp_path / "gpt2.bin"), "batch": 2}
+    with pytest.raises(CoppeliusError) as refused:
+        check_inputs(resolve(config))
+    assert str(refused.value) == (f"{tmp_path / 'gpt2.bin'}: token 9000 is 50256, not below the model's vocab 256; "
+                                  f"use a model with a larger vocab or re-tokenize the corpus")
+    check_inputs(resolve(config | {"vocab": 50257}))
+
+
 def test_config_refuses_counts_past_int32_and_control_characters():
     with pytest.raises(CoppeliusError, match="key 'batch' is 1000000000; the MLP activations"):
         resolve(DEFAULTS | {"batch": 1_000_000_000})

@@ -127,7 +127,7 @@ def _first_tokens(path: str | None, count: str, out: Path) -> str:
 
 
 def _report(a):
-    from .report import report
+    from .stages import report
     report(a.train, a.evaluate, a.plan, a.out, a.sample)
 
 

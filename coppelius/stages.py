@@ -15,7 +15,7 @@ from .admit.compatibility import toolkit_major
 
 log = logging.getLogger("coppelius")
 FUNCTIONS = {"prepare": "prepare", "init": "init", "plan": "plan", "compile": "compile_kernels", "realize": "realize",
-             "tables": "tables", "admit": "admit", "elf": "elf", "import": "import_weights"}
+             "tables": "tables", "admit": "admit", "elf": "elf", "import": "import_weights", "report": "report"}
 # Files a stage reads as data, beside the code it imports: the CUDA sources NVRTC compiles, the
 # sources the cpu image names by digest (realize.IMAGE_SOURCES), the C host runtime (when present).
 DATA = {"compile": ("kernels/cuda",), "realize": ("kernels/reference.py", "runtime/cpu.py"), "elf": ("host",)}
@@ -224,6 +224,12 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
 
 
 @lru_cache(maxsize=None)
+def report(train: str, evaluate: str, plan_path: str, out_dir: str, sample: str | None = None) -> None:
+    """The report of a run's records (not stored: they are the run's own); its code is the report rule's params."""
+    from .report import report as build
+    build(train, evaluate, plan_path, out_dir, sample)
+
+
 def _zig_version() -> str:
     from .host.build import zig_version
     return zig_version()

@@ -73,6 +73,22 @@ def test_a_code_edit_reruns_the_rules_that_run_it(workspace):
     assert new_misses(store, before) == [] and (clone / "results/cpu/host.elf").read_bytes() == first
 
 
+def test_an_edit_of_the_report_code_reruns_the_report_and_nothing_else(workspace):
+    """The report rule had no code param: an upgraded report.py left the old summary.md in place ('Nothing to be
+    done'), as the build rules' params already prevent."""
+    clone, store = workspace
+    short = ("steps=4", "interval=2")
+    build(clone, store, *short, target_file="report/summary.md")
+    source = clone / "coppelius/report.py"
+    text = source.read_text()
+    source.write_text(text + "\n# an edit\n")
+    try:
+        output = build(clone, store, *short, target_file="report/summary.md")
+    finally:
+        source.write_text(text)
+    assert "rule report:" in output and "rule train:" not in output and "rule sample:" not in output, output[-3000:]
+
+
 def test_a_value_spelled_another_way_reruns_nothing(workspace):
     """The configure rule's params are the resolved configuration: lr=3/1000 is config.yaml's "3e-3"."""
     clone, store = workspace

@@ -22,6 +22,7 @@ rule report:
         bench("report")
     params:
         coppelius=COPPELIUS,
+        code=code_version("report"),
         folder=lambda wildcards, output: os.path.dirname(output.summary),
     shell:
         "{params.coppelius} --log {log} report --train {input.train} --evaluate {input.evaluate} --plan {input.plan}"

@@ -223,13 +223,13 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
     return key
 
 
-@lru_cache(maxsize=None)
 def report(train: str, evaluate: str, plan_path: str, out_dir: str, sample: str | None = None) -> None:
     """The report of a run's records (not stored: they are the run's own); its code is the report rule's params."""
     from .report import report as build
     build(train, evaluate, plan_path, out_dir, sample)
 
 
+@lru_cache(maxsize=None)
 def _zig_version() -> str:
     from .host.build import zig_version
     return zig_version()

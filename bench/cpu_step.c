@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     b.checkpoint = fopen(argv[2], "rb");
     if (!b.checkpoint) { fprintf(stderr, "cpu_step: cannot open %s\n", argv[2]); return 1; }
     printf("threads %d\n", threads_start(atoi(argv[4])));
-    if (program_walk(&p, 0, step, &b) != 0) {
+    if (program_walk(&p, OPERATION_TRAIN, 0, 0, step, &b) != 0) {  // no generate tokens, no validation passes
         fprintf(stderr, "%s\n", b.f.line);
         return 1;
     }

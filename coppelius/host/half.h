@@ -17,7 +17,7 @@ static inline float bits_float(uint32_t u) { float f; memcpy(&f, &u, 4); return 
 // binary16 -> binary32: exponent and mantissa moved into place and the exponent rebiased
 // (15 -> 127). A half subnormal becomes a float normal 2^-14 (1 + m/1024), from which 2^-14 is
 // subtracted exactly. No step computes on a float subnormal: those cost a microcode assist on x86.
-static inline float half_to_float(half h) {
+static inline float half_to_float_bits(half h) {
     uint32_t shifted = (uint32_t)(h & 0x7fff) << 13;
     uint32_t exponent = shifted & 0x0f800000u;
     uint32_t u = shifted + 0x38000000u;                   // (127 - 15) << 23
@@ -28,7 +28,7 @@ static inline float half_to_float(half h) {
 }
 
 // binary32 -> binary16, round to nearest even.
-static inline half float_to_half(float f) {
+static inline half float_to_half_bits(float f) {
     uint32_t x = float_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     x &= 0x7fffffffu;
@@ -45,6 +45,18 @@ static inline half float_to_half(float f) {
     }
     return (half)(h | sign);
 }
+
+// The conversions the kernels use. Where the compiler has binary16 (clang's _Float16: F16C's vcvtph2ps and
+// vcvtps2ph on x86-64-v3, fcvt on AArch64) they are the processor's own, which vectorize: the same values (both
+// conversions are exact, or rounded to nearest even), a NaN a NaN of its sign (its payload may differ: a signaling
+// one comes back quiet). Else the bit moves above. Tests: test_host_kernels.py's every-half and rounding cases.
+#if defined(__FLT16_MAX__)
+static inline float half_to_float(half h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
+static inline half float_to_half(float f) { _Float16 x = (_Float16)f; half h; memcpy(&h, &x, 2); return h; }
+#else
+static inline float half_to_float(half h) { return half_to_float_bits(h); }
+static inline half float_to_half(float f) { return float_to_half_bits(f); }
+#endif
 
 // Conversions of whole arrays (the loops the kernels use to stage fp16 data in float32).
 static inline void halves_to_floats(float* out, const half* in, long n) {

@@ -50,10 +50,21 @@ void gelu_value_slope(half* x_to_slope, half* out_gelu, int N) {
     parallel_for(N, GRAIN, gelu_value_slope_range, &job);
 }
 
+// Element-wise loops over halves run in blocks of BLOCK, a block's loads before its stores: so a call in place (out
+// the array of an input, as matmul_backward_input_gelu's gelu_backward) still vectorizes. Element by element, the
+// compiler tests the arrays for overlap and, finding it, takes its scalar loop (gelu_backward: 7% of the tiny step).
+enum { BLOCK = 8 };
+
 // dinp = dout * slope (the product of two halves is exact in float: one rounding)
 static void gelu_backward_range(void* context, long start, long end) {
     const binary_job* job = context;
-    for (long i = start; i < end; i++) job->out[i] = float_to_half(half_to_float(job->b[i]) * half_to_float(job->a[i]));
+    long i = start;
+    for (; i + BLOCK <= end; i += BLOCK) {
+        float product[BLOCK];
+        for (int j = 0; j < BLOCK; j++) product[j] = half_to_float(job->b[i + j]) * half_to_float(job->a[i + j]);
+        for (int j = 0; j < BLOCK; j++) job->out[i + j] = float_to_half(product[j]);
+    }
+    for (; i < end; i++) job->out[i] = float_to_half(half_to_float(job->b[i]) * half_to_float(job->a[i]));
 }
 
 void gelu_backward(half* dinp, const half* slope, const half* dout, int N) {
@@ -63,7 +74,13 @@ void gelu_backward(half* dinp, const half* slope, const half* dout, int N) {
 
 static void residual_range(void* context, long start, long end) {
     const binary_job* job = context;
-    for (long i = start; i < end; i++) job->out[i] = float_to_half(half_to_float(job->a[i]) + half_to_float(job->b[i]));
+    long i = start;
+    for (; i + BLOCK <= end; i += BLOCK) {
+        float sum[BLOCK];
+        for (int j = 0; j < BLOCK; j++) sum[j] = half_to_float(job->a[i + j]) + half_to_float(job->b[i + j]);
+        for (int j = 0; j < BLOCK; j++) job->out[i + j] = float_to_half(sum[j]);
+    }
+    for (; i < end; i++) job->out[i] = float_to_half(half_to_float(job->a[i]) + half_to_float(job->b[i]));
 }
 
 void residual_forward(half* out, const half* inp1, const half* inp2, int N) {

@@ -1,10 +1,15 @@
-"""The native cpu training step against llm.c's CPU trainer, on this machine.
+"""The native cpu training step against PyTorch on the CPU and llm.c's CPU trainer, on this machine.
 
 Builds the tiny model's plan (batch 16, context 64, the default token file) with the workflow's
 own stages, writes the host ELF's tables (the binary layouts of docs/formats.md) to files, compiles bench/cpu_step.c
 with the C host runtime (coppelius/host) by zig cc, and runs its train walk: the real launch
 table, command stream and host program on the C cpu device. Prints the per-step losses next to
 the Python interpreter's (the numpy reference host) and the tokens per second next to llm.c's.
+
+The peer that counts is measured here, side by side: PyTorch eager on the CPU (bench/peer.py's cpu_peer_ms: the
+same model, batch and AdamW, float32, the same number of threads), in rounds alternating with the native walk, each
+round's median step taken and the median over rounds reported; skipped, with a line saying so, where torch is not
+installed (`pip install torch==2.13.0`: the CPU build on this project's machines).
 
 llm.c's figure is not measured by this script (llm.c's source is not part of Coppelius, and the
 machines it runs on may have no network to fetch it). By default it is the one in the project's
@@ -20,10 +25,11 @@ init weights and tokens; first loss 5.510554 as in FACTS) ran 7,465 tokens/s wit
 OMP_NUM_THREADS=1 and 2,167 with OMP_NUM_THREADS=2; this native step ran 16,400 (1 thread) to
 17,900 (2 threads) tokens/s: 2.2x to 2.4x llm.c's best there.
 
-    python bench/cpu_step.py [--steps 30] [--interval 10] [--threads 2] [--compare] [--peer TOKENS_PER_SECOND]
+    python bench/cpu_step.py [--steps 30] [--interval 10] [--threads 2] [--rounds 5] [--compare] [--peer TOKENS_PER_SECOND]
 """
 import argparse
 import json
+import statistics
 import os
 import subprocess
 import sys
@@ -72,6 +78,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--interval", type=int, default=10, help="the full run publishes a checkpoint this often")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the native walk and PyTorch, alternating")
     parser.add_argument("--compare", action="store_true", help="also run the Python interpreter (numpy host)")
     parser.add_argument("--out", help="write the figures as JSON here (bench/results/cpu_step-DATE.json)")
     parser.add_argument("--peer", type=float, default=LLM_C_TOKENS_PER_SECOND,
@@ -88,14 +95,21 @@ def main() -> None:
         program = work / "cpu_step"
         compile_program(host_machine(), [p for p in sorted(HOST_DIR.glob("*.c")) if p.name != "main.c"] +
                         [ROOT / "bench/cpu_step.c"], program, include_dirs=[HOST_DIR])
-        run = subprocess.run([str(program), str(tables), paths["checkpoint"], paths["train"], str(options.threads)],
-                             capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.exit(f"bench/cpu_step.c: {run.stderr.strip()}")
+        torch_peer = pytorch_peer(paths, options.threads, options.steps)
+        rates, torch_rates = [], []
+        for _ in range(options.rounds):  # alternating, so that a busy moment of the machine meets both
+            run = subprocess.run([str(program), str(tables), paths["checkpoint"], paths["train"],
+                                  str(options.threads)], capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.exit(f"bench/cpu_step.c: {run.stderr.strip()}")
+            rates.append(float(run.stdout.split("tokens_per_second")[1]))
+            if torch_peer:
+                torch_rates.append(torch_peer())
         steps = [line.split() for line in run.stdout.splitlines() if line.startswith("step ")]
         native = {int(s[1]): float(s[3]) for s in steps}
         skipped = {int(s[1]) for s in steps if s[-1] == "skipped"}
-        rate = float(run.stdout.split("tokens_per_second")[1])
+        rate = statistics.median(rates)
+        torch_rate = statistics.median(torch_rates) if torch_rates else None
         numpy_rate = None
         if options.compare:
             from reference_host.interpreter import run as interpret
@@ -118,6 +132,10 @@ def main() -> None:
         source = "FACTS.md, another machine" if options.peer == LLM_C_TOKENS_PER_SECOND else "given"
         print(f"native cpu host: {rate:,.0f} tokens/s; llm.c train_gpt2.c ({source}): {options.peer:,.0f} "
               f"tokens/s; ratio {rate / options.peer:.2f}x")
+        if torch_rate:
+            print(f"native cpu host against PyTorch {torch_version()} eager, float32, {options.threads} threads, side "
+                  f"by side ({options.rounds} rounds, medians): {rate:,.0f} against {torch_rate:,.0f} tokens/s; "
+                  f"ratio {rate / torch_rate:.2f}x")
         if options.out:
             record = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine_description(),
                       "model": "tiny", "batch": 16, "context": 64, "steps": options.steps, "threads": options.threads,
@@ -125,10 +143,35 @@ def main() -> None:
                       "native_full_run_tokens_per_second": full["tokens_per_second"],
                       "native_full_run_wall_s": full["wall"],
                       "llm_c_tokens_per_second": options.peer, "llm_c_source": source,
-                      "numpy_host_tokens_per_second": numpy_rate,
+                      "numpy_host_tokens_per_second": numpy_rate, "rounds": options.rounds,
+                      "native_step_walk_rounds": rates, "pytorch_cpu_rounds": torch_rates,
+                      "pytorch_cpu_tokens_per_second": torch_rate, "pytorch_version": torch_version(),
+                      "ratio_pytorch_cpu": rate / torch_rate if torch_rate else None,
                       "ratio_step_walk": rate / options.peer,
                       "ratio_full_run": full["tokens_per_second"] / options.peer}
             Path(options.out).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def torch_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.__version__
+
+
+def pytorch_peer(paths: dict, threads: int, steps: int):
+    """A function running PyTorch's CPU step `steps` times and giving its tokens/s (each round: the median step), or
+    None, said in one line, where torch is not installed."""
+    if torch_version() is None:
+        print("PyTorch peer: torch is not installed here (pip install torch==2.13.0); only llm.c's figure is given")
+        return None
+    from peer import cpu_peer_ms
+    plan = json.loads(read_host_elf(paths["elf"]).sections["plan"])
+    learner = {k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2", "eps", "weight_decay")}
+    batch, context = plan["run"]["batch"], plan["model"]["context"]
+    return lambda: batch * context / statistics.median(cpu_peer_ms(plan["model"], batch, learner, threads,
+                                                                   steps)) * 1000
 
 
 def machine_description() -> str:

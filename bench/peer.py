@@ -1,7 +1,8 @@
 """The peer: the same GPT-2 in PyTorch (llm.c's train_gpt2.py layout), same precision (fp16
 autocast, fp32 master weights, static loss scale with eps baked as eps*S, fused AdamW), same
 batch. Three ways to run its step: eager, torch.compile, and the whole step captured once as a
-CUDA graph and replayed (the strongest peer for small models)."""
+CUDA graph and replayed (the strongest peer for small models). cpu_peer_ms: the cpu target's peer,
+PyTorch eager on the CPU in float32 (bench/cpu_step.py)."""
 
 import torch
 import torch.nn as nn
@@ -116,3 +117,29 @@ def peer_ms(dims: dict, batch: int, learner: dict, mode: str, steps: int) -> flo
     return ms
 
 
+
+
+def cpu_peer_ms(dims: dict, batch: int, learner: dict, threads: int, steps: int, warmup: int = 5) -> list[float]:
+    """PyTorch eager on the CPU, float32 (its fastest CPU precision for this model; Coppelius stores fp16 and computes
+    in float32): the same model, batch and AdamW (foreach), `threads` intra-op threads. Each step's milliseconds."""
+    import time
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = GPT(dims["vocab_padded"], dims["context"], dims["width"], dims["layers"], dims["heads"])
+    decayed = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": learner["weight_decay"]},
+                                   {"params": rest, "weight_decay": 0.0}], lr=learner["lr"],
+                                  betas=(learner["beta1"], learner["beta2"]), eps=learner["eps"])
+    vocab = dims["vocab"]
+    tokens = torch.randint(0, vocab, (batch, dims["context"]))
+    targets = torch.randint(0, vocab, (batch, dims["context"]))
+    times = []
+    for i in range(warmup + steps):
+        started = time.perf_counter()
+        model(tokens, targets, vocab).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+        if i >= warmup:
+            times.append((time.perf_counter() - started) * 1000)
+    return times

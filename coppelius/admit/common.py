@@ -152,7 +152,7 @@ def piece_class(name: str) -> str | None:
         return "init"
     if name.startswith(("load_stage_", "load_scatter_", "gather_")):
         return "transfer"
-    if name in ("forward", "update"):
+    if name in ("forward", "update", "sample_forward"):
         return "step"
     if name in ("restore", "sample"):
         return "restore"

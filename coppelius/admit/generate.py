@@ -1,15 +1,16 @@
 """Check schedule-generate: the generate part samples one token per forward, from that forward's logits.
 
-Traced with TRACED_NEW_TOKENS new tokens (common.trace): every forward of generate takes a context
-the host just built (the context buffer zeroed whole, then the window written at its start, context
-positions at most); the sample piece copies that forward's first context's logits (every position,
-the model's padded vocabulary, f16) back to the host buffer that sample-token then reads, row for
-row; one sample-token per forward; the sample is written once, after the last. Generate touches no
-token stream, cursor, optimizer or checkpoint publication, and train and predict sample nothing.
+Traced with TRACED_NEW_TOKENS new tokens (common.trace): every forward of generate (the sample_forward piece:
+one sequence) takes a context the host just built (the context buffer zeroed whole, then the window written at its
+start, context positions at most); the sample piece copies that forward's logits (every position, the model's
+padded vocabulary, f16) back to the host buffer that sample-token then reads, row for row; one sample-token per
+forward; the sample is written once, after the last. Generate touches no token stream, cursor, optimizer or
+checkpoint publication, and train and predict sample nothing.
 """
 from .common import OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, names_of, trace
 
 GENERATE_ONLY = ("sample-context", "sample-token", "write-sample")
+GENERATE_PIECES = ("sample_forward", "sample")
 NOT_IN_GENERATE = ("read-at-cursor", "cursor-from-checkpoint", "cursor-advance", "adamw-scalars", "write",
                    "checkpoint-begin", "checkpoint-publish", "record-stat")
 
@@ -30,11 +31,13 @@ def _sample_copy(plan: dict, names: list, T: int, Vp: int) -> str:
 
 
 def _forward_source(plan: dict, names: list) -> str:
-    """The host buffer the forward piece takes its tokens from."""
-    for c in plan["pieces"][names.index("forward")]["commands"]:
+    """The host buffer the sample_forward piece takes its tokens from."""
+    if "sample_forward" not in names:
+        raise Refusal("the ring has no sample_forward piece")
+    for c in plan["pieces"][names.index("sample_forward")]["commands"]:
         if c["op"] == "h2d" and c["dst"]["plane"] == "context":
             return c["src"]["buffer"]
-    raise Refusal("piece forward copies no tokens from the host")
+    raise Refusal("piece sample_forward copies no tokens from the host")
 
 
 def check_generate(plan, realization, realized, profile):
@@ -45,7 +48,7 @@ def check_generate(plan, realization, realized, profile):
         if operation == "generate":
             continue
         for pc, op, args in trace(plan, operation):
-            if op in GENERATE_ONLY or (op in ("submit", "reissue") and names[args["ring"]] == "sample"):
+            if op in GENERATE_ONLY or (op in ("submit", "reissue") and names[args["ring"]] in GENERATE_PIECES):
                 raise Refusal(f"{operation} host step {pc}: {op} {args}; only generate samples")
     zeroed = window = forwarded = copied = part = False
     tokens = samples_written = 0
@@ -66,7 +69,7 @@ def check_generate(plan, realization, realized, profile):
                 raise Refusal(f"{at}: the window ({args['tokens']} positions into {args['buffer']}) must go into "
                               f"{context_buffer}, zeroed whole before, and hold at most the context's {T} positions")
             window = True
-        elif op in ("submit", "reissue") and names[args["ring"]] == "forward":
+        elif op in ("submit", "reissue") and names[args["ring"]] == "sample_forward":
             if not window:
                 raise Refusal(f"{at}: the forward takes no window written since the last token")
             forwarded, copied, zeroed, window = True, False, False, False
@@ -75,8 +78,8 @@ def check_generate(plan, realization, realized, profile):
                 raise Refusal(f"{at}: the sample piece copies logits no forward of this token computed")
             copied = True
         elif op in ("submit", "reissue"):
-            raise Refusal(f"{at}: generate issues {names[args['ring']]} in its token loop; it issues forward and "
-                          f"sample only")
+            raise Refusal(f"{at}: generate issues {names[args['ring']]} in its token loop; it issues "
+                          f"sample_forward and sample only")
         elif op == "sample-token":
             if not copied or args["buffer"] != logits_buffer or args["tokens"] != T or args["bytes"] != 2 * T * Vp:
                 raise Refusal(f"{at}: samples from {args['buffer']} ({args['tokens']} rows, {args['bytes']} bytes) "

@@ -35,7 +35,7 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
         "predict": first | {"forward": (run["eval_contexts"], "eval_contexts"),
                             "restore": (run["eval_contexts"], "eval_contexts")},
         "generate": first | {name: (TRACED_NEW_TOKENS, f"once per new token, {TRACED_NEW_TOKENS} traced")
-                             for name in ("forward", "sample")},
+                             for name in ("sample_forward", "sample")},
     }
 
 

@@ -170,11 +170,18 @@ def build_plan(config: Config) -> dict:
     restore.d2h(step.at("predictions"), "report_predictions", 0, 4 * n)
     pieces.append(restore)
 
-    # generate: the logits of the forward's first context (all its positions: which one is the window's
+    # generate: the logits of the sample forward's context (all its positions: which one is the window's
     # last is known only at run time), back to the host, where the next token is sampled
     sample = Piece("sample")
     sample.d2h(step.at("logits"), "sample_logits", 0, 2 * model.context * model.vocab_padded)
     pieces.append(sample)
+    # generate's forward: one sequence (batch 1, the first rows of the same planes), its logits only: a new
+    # token costs one context's forward, not a batch's (last in the ring, so the other pieces keep their entries)
+    sample_forward = Piece("sample_forward", arch, sm_count)
+    sample_forward.h2d("context", 0, step.at("context"), 4 * model.context)
+    sample_forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
+    Step(model, planes, tensors, 1, learner).forward(sample_forward, with_predictions=False)
+    pieces.append(sample_forward)
 
     ring = {p.name: i for i, p in enumerate(pieces)}
     program, labels = host_program(ring, payload_chunks, run, n, model.context, model.vocab_padded)

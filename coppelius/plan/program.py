@@ -51,11 +51,11 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
         step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n), *advance]),
         step("write-status"), step("write-timestamps"), step("end")]
 
-    # generate: once per new token (a null count: the run's --new-tokens N), the forward on the window
+    # generate: once per new token (a null count: the run's --new-tokens N), the sample forward on the window
     # (the newest <= `positions` ids of prompt and sample, at positions 0.., the rest 0), then the sample
     generate = [repeat(None, [
         step("fill", buffer="context", offset=0, bytes=4 * (n + 1), value=0),
-        step("sample-context", buffer="context", tokens=positions), step("submit", ring=ring["forward"]),
+        step("sample-context", buffer="context", tokens=positions), step("submit", ring=ring["sample_forward"]),
         step("submit", ring=ring["sample"]),
         step("sample-token", buffer="sample_logits", tokens=positions, bytes=2 * positions * vocab_padded)]),
         step("write-sample"), step("end")]

@@ -47,27 +47,34 @@ def run(paths, checkpoint_path, out, operation="train", tokens=None, predict_fro
                validation_path=validation, predict_from=predict_from).execute()
 
 
-def test_plan_gradient_matches_float64_reference(in_tmp):
-    """The update piece's fp16 gradients, unscaled, against the float64 model's: the plan's wiring."""
-    cfg = config(in_tmp, batch=2, context=32, steps=1, interval=1)
-    plan = json.loads(Path(build_chain(cfg, in_tmp / "results/cpu")["plan"]).read_text())
+def loaded_device(cfg, directory: Path) -> tuple[dict, CpuDevice, dict, dict]:
+    """A cpu chain's plan on the numpy device, its init checkpoint loaded: (plan, device, ring, parameters)."""
+    plan = json.loads(Path(build_chain(cfg, directory)["plan"]).read_text())
     realization = realize(plan, cfg.target)
     realized = realized_tables(realization["launches"])
     device = CpuDevice()
     device.allocate(plan["arena"]["bytes"], plan["host"]["bytes"])
     device.load_program(realization["image"], realization["launches"], realization["relocations"],
                         realization["commands"], realization["ring"], realized["step_words"],
-                        [p["offset"] for p in plan["arena"]["planes"]], 
+                        [p["offset"] for p in plan["arena"]["planes"]],
                         [plan["host"]["buffers"][name]["offset"] for name in tables.HOST_BUFFERS])
     ring = {name: i for i, name in enumerate(plan["ring"])}
     buffers = plan["host"]["buffers"]
-    _, parts = checkpoint.read(in_tmp / "results/cpu/init.ckpt")
+    _, parts = checkpoint.read(directory / "init.ckpt")
     payload = np.concatenate([parts["params"], parts["m"], parts["v"]]).view(np.uint8)
     device.issue(ring["initialize"])
     for k, (offset, size) in enumerate(plan["contracts"]["checkpoint"]["chunks"]):
         device.host[buffers["staging"]["offset"]:][:size] = payload[offset:offset + size]
         device.issue(ring[f"load_stage_{k}"])
         device.issue(ring[f"load_scatter_{k}"])
+    return plan, device, ring, parts
+
+
+def test_plan_gradient_matches_float64_reference(in_tmp):
+    """The update piece's fp16 gradients, unscaled, against the float64 model's: the plan's wiring."""
+    cfg = config(in_tmp, batch=2, context=32, steps=1, interval=1)
+    plan, device, ring, parts = loaded_device(cfg, in_tmp / "results/cpu")
+    buffers = plan["host"]["buffers"]
     B, T = 2, 32
     context = np.random.default_rng(5).integers(0, 256, B * T + 1).astype("<i4")
     device.host[buffers["context"]["offset"]:][:4 * (B * T + 1)] = context.view(np.uint8)
@@ -93,6 +100,32 @@ def test_plan_gradient_matches_float64_reference(in_tmp):
         error = np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-30)
         print(f"{name:>9}: max diff {np.abs(ours - ref).max():.3e}, relative {error:.3e}")
         assert error < 5e-3, name
+
+
+def test_the_sample_forward_computes_the_batch_forwards_logits_of_one_context(in_tmp):
+    """generate's sample_forward (batch 1) gives the logits the batch's forward gives its first context (row 0 the
+    window, every other row zeros): the rows of a forward do not meet. To fp16's noise, not to the bit, on this numpy
+    device: its matmul (BLAS) sums a row in an order that depends on the row count (the C device's does not), and a
+    last-bit difference in one layer's activations moves the next's (measured: 388 of 8192 logits differ, by at
+    most 2.4e-4 where the largest is ~0.6); the bound is 4e-3 of the largest logit."""
+    cfg = config(in_tmp, batch=4, context=32, steps=1, interval=1)
+    plan, device, ring, _ = loaded_device(cfg, in_tmp / "results/cpu")
+    B, T, Vp = 4, 32, plan["model"]["vocab_padded"]
+    context_at = plan["host"]["buffers"]["context"]["offset"]
+    logits = next(p for p in plan["arena"]["planes"] if p["name"] == "logits")
+    window = np.zeros(B * T + 1, "<i4")
+    window[:20] = np.random.default_rng(3).integers(0, 256, 20)
+    rows = {}
+    for piece in ("forward", "sample_forward"):
+        device.host[context_at:][:4 * (B * T + 1)] = window.view(np.uint8)
+        device.arena[logits["offset"]:logits["offset"] + logits["bytes"]] = 0
+        device.issue(ring[piece])
+        rows[piece] = device.arena[logits["offset"]:][:2 * T * Vp].view("<f2").astype(np.float32).reshape(T, Vp)
+    batch, one = rows["forward"], rows["sample_forward"]
+    largest = np.abs(batch).max()
+    print(f"{T} rows of {Vp} logits: {np.count_nonzero(batch != one)} differ, the largest by "
+          f"{np.abs(batch - one).max():.3g}; the largest logit {largest:.3g}")
+    assert np.count_nonzero(batch) > T * Vp // 2 and np.abs(batch - one).max() <= 4e-3 * largest
 
 
 def test_resume_is_bit_exact(in_tmp):

@@ -55,7 +55,7 @@ def test_pieces_and_program_cover_the_run():
     plan = plan_for("cpu", "tiny", 8)
     names = plan["ring"]
     chunks = plan["contracts"]["checkpoint"]["chunks"]
-    assert names[0] == "initialize" and names[-2:] == ["restore", "sample"]
+    assert names[0] == "initialize" and names[-3:] == ["restore", "sample", "sample_forward"]
     assert sum(n.startswith("load_stage_") for n in names) == len(chunks) == sum(n.startswith("gather_") for n in names)
     covered = 0
     for offset, size in chunks:  # the chunks tile the payload in order

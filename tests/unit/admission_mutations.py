@@ -189,6 +189,13 @@ def m_generate_no_window(c):
     return c.reencode()
 
 
+def m_generate_batch_forward(c):
+    """generate issuing the training batch's forward piece instead of its own (batch 1)."""
+    at = step(c.plan, "submit", after=c.plan["labels"]["generate"], ring=c.plan["ring"].index("sample_forward"))
+    c.plan["program"][at][1]["ring"] = c.plan["ring"].index("forward")
+    return c.reencode()
+
+
 def m_generate_half_row(c):
     c.plan["program"][step(c.plan, "sample-token")][1]["bytes"] //= 2  # rows of half the padded vocabulary
     return c.reencode()
@@ -455,6 +462,8 @@ MUTATIONS = [
      ["(record-stat)", "reads host buffer report_losses bytes [0, 512)", "nothing wrote"]),
     ("generate-no-window", "cpu", "schedule-generate", m_generate_no_window,
      ["generate host step", "the forward takes no window written since the last token"]),
+    ("generate-batch-forward", "cpu", "schedule-issues-run", m_generate_batch_forward,
+     ["generate issues ring entry 5 (forward) 2 times", "the run needs 0 (not a piece of this run)"]),
     ("generate-half-row", "cpu", "schedule-generate", m_generate_half_row,
      ["(sample-token): samples from sample_logits (64 rows, 16384 bytes)", "not from the sample piece's copy"]),
     ("predict-writes-sample", "cpu", "schedule-generate", m_predict_writes_sample,

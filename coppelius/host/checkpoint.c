@@ -91,10 +91,14 @@ int checkpoint_check_description(const char* path, const checkpoint_header* h, c
         if (!model_at && memcmp(c, ",\"model\":", 9) == 0) model_at = c;
         if (!parts_at && memcmp(c, ",\"parts\":", 9) == 0) parts_at = c;
     }
-    if (!learner_at || !model_at || !parts_at || !(learner_at < model_at && model_at < parts_at))
-        return fail(f, "%s: the header's description is unreadable; " CORRUPT, path);
-    int learner_same = (size_t)(model_at - learner_at) == learner_bytes &&
+    int located = learner_at && model_at && parts_at && learner_at < model_at && model_at < parts_at;
+    int learner_same = located && (size_t)(model_at - learner_at) == learner_bytes &&
                        memcmp(learner_at, learner, learner_bytes) == 0;
+    int model_same = located && (size_t)(parts_at - (model_at + 9)) == model_bytes &&
+                     memcmp(model_at + 9, model, model_bytes) == 0;
+    if (!located || (learner_same && model_same))  // not the planned bytes, yet no model or learner that differs
+        return fail(f, "%s: the header's description is not %.*s byte for byte (canonical JSON: its format, parts, "
+                    "keys or spacing differ); " CORRUPT, path, (int)n, expected);
     const char* what = learner_same ? "model" : "learner";
     const char* in_header = learner_same ? model_at + 9 : learner_at;
     int header_bytes = (int)(learner_same ? parts_at - (model_at + 9) : model_at - learner_at);

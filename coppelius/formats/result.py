@@ -6,14 +6,14 @@ the end with status "completed" (or "stopped: ..." when the run stops itself).
  "tokens_per_step", "tokens": {"path", "count"}, "checkpoint_in": {"path", "step", "cursor", "epoch"},
  "epoch": completed passes over the train stream (the last published checkpoint's),
  "initial_loss", "final_loss",
- "steps": [{"t", "loss", "skipped", "time", "tokens_per_second", "epoch", "step_size"}],
+ "steps": [{"t", "loss", "skipped", "time", "tokens_per_second", "epoch", "step_word"}],
  "validation": {"path", "contexts", "points": [{"t", "loss"}], "seconds"}            (train; path null and
                                                 no points: the run was given no --validation)
  "predict_from": {"from": "start" | "checkpoint", "cursor"}, "predict": [{"context", "loss"}], "mean_loss"  (predict)
  "skipped", "published": [paths], "status", "timestamps", "tokens_per_second", "tokens_per_second_counts"}
 
 A step's `time` is seconds since the run started, its `tokens_per_second` the step's tokens over the
-time since the step before (the first: since the start); `step_size` is the binary32 AdamW step size
+time since the step before (the first: since the start); `step_word` is the binary32 AdamW step size
 the step's words held. A validation point's loss (and `mean_loss`) is the mean, summed in order, of
 its contexts' mean losses.
 """

@@ -67,25 +67,61 @@ static void put(buffer* b, const char* format, ...) {
     }
 }
 
-// A float as Python's repr() writes it: the shortest text that reads back the same double.
+// A float as Python's repr() writes it: the shortest digits that read back the same double, in
+// positional notation when the decimal exponent is in [-4, 16) (100.0, not %g's 1e+02), else as 1e+16.
 static void put_float(buffer* b, double x) {
     if (isnan(x)) { put(b, "NaN"); return; }
     if (isinf(x)) { put(b, x > 0 ? "Infinity" : "-Infinity"); return; }
-    char text[64];
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(text, sizeof text, "%.*g", digits, x);
+    char text[400];
+    int digits = 1;
+    for (; digits < 17; digits++) {
+        snprintf(text, sizeof text, "%.*e", digits - 1, x);
         if (strtod(text, NULL) == x) break;
     }
-    put(b, "%s%s", text, strpbrk(text, ".en") ? "" : ".0");
+    snprintf(text, sizeof text, "%.*e", digits - 1, x);
+    int exponent = atoi(strchr(text, 'e') + 1);
+    if (exponent >= -4 && exponent < 16) {
+        snprintf(text, sizeof text, "%.*f", digits - 1 - exponent > 0 ? digits - 1 - exponent : 0, x);
+        put(b, "%s%s", text, strchr(text, '.') ? "" : ".0");
+    } else {
+        put(b, "%s", text);  // 1e+16, 1.5e-05: at least two exponent digits, in Python as in C
+    }
 }
 
-static void put_string(buffer* b, const char* s) {
+// The length of the well-formed UTF-8 sequence at s (no overlong form, no surrogate, at most U+10FFFF)
+// and its code point; 0 if none starts there.
+static int utf8_at(const unsigned char* s, unsigned* code) {
+    int n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (n == 0) return 0;
+    unsigned c = s[0] & (0x7F >> n);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    if ((n == 3 && (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))) || (n == 4 && (c < 0x10000 || c > 0x10FFFF)))
+        return 0;
+    *code = c;
+    return n;
+}
+
+// A string as Python's json.dumps writes it (ensure_ascii): the text is ASCII; a byte that is not
+// well-formed UTF-8 is the lone surrogate U+DC00 + byte, as Python's surrogateescape decodes it.
+static void put_string(buffer* b, const char* text) {
     put(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') put(b, "\\%c", c);
-        else if (c < 0x20) put(b, "\\u%04x", c);
-        else put(b, "%c", c);
+    for (const unsigned char* s = (const unsigned char*)text; *s; s++) {
+        unsigned c = *s;
+        const char* short_escape = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                                   : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        int n;
+        if (short_escape) put(b, "%s", short_escape);
+        else if (c >= 0x20 && c < 0x7F) put(b, "%c", c);
+        else if (c < 0x80) put(b, "\\u%04x", c);
+        else if ((n = utf8_at(s, &c)) == 0) put(b, "\\u%04x", 0xDC00 + c);
+        else {
+            if (c < 0x10000) put(b, "\\u%04x", c);
+            else put(b, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10), 0xDC00 + ((c - 0x10000) & 0x3FF));
+            s += n - 1;
+        }
     }
     put(b, "\"");
 }

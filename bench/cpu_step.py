@@ -25,7 +25,8 @@ init weights and tokens; first loss 5.510554 as in FACTS) ran 7,465 tokens/s wit
 OMP_NUM_THREADS=1 and 2,167 with OMP_NUM_THREADS=2; this native step ran 16,400 (1 thread) to
 17,900 (2 threads) tokens/s: 2.2x to 2.4x llm.c's best there.
 
-    python bench/cpu_step.py [--steps 30] [--interval 10] [--threads 2] [--rounds 5] [--compare] [--peer TOKENS_PER_SECOND]
+    python bench/cpu_step.py [--steps 30] [--interval 10] [--threads 2] [--rounds 5] [--compare]
+        [--peer TOKENS_PER_SECOND]
 """
 import argparse
 import json

@@ -41,6 +41,9 @@ def describe(path: str) -> list[str]:
         if isinstance(kind, str) and kind != result.FORMAT:  # another format's JSON (a plan...), not a damaged record
             raise CoppeliusError(f"{path}: format is {kind!r}; inspect reads a host ELF, checkpoint, token stream, "
                                  f"result record or GPT-2 weights: give one of those")
+        if isinstance(record, dict) and "format" not in record and "steps" not in record:  # config.json, say
+            raise CoppeliusError(f"{path}: JSON with no format field (not a result record); inspect reads a host ELF, "
+                                 f"checkpoint, token stream, result record or GPT-2 weights: give one of those")
         try:
             return _record_lines(path, result.check(path, record))
         except (KeyError, TypeError, ValueError) as e:  # read() checks what every reader needs, not all shown here

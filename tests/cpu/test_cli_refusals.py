@@ -134,3 +134,12 @@ def test_inspect_names_another_formats_json_rather_than_calling_it_a_damaged_rec
     assert coppelius("inspect", plan) == (
         f"coppelius inspect: {plan}: format is 'coppelius-plan'; inspect reads a host ELF, checkpoint, token stream, "
         f"result record or GPT-2 weights: give one of those")
+
+
+def test_inspect_calls_json_without_a_format_field_not_a_result_record(tmp_path):
+    """The workflow's config.json (no format field) was refused as "format is None, not 'coppelius-result'"."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model": {"width": 64}, "run": {"steps": 30}, "target": "cpu"}))
+    assert coppelius("inspect", config) == (
+        f"coppelius inspect: {config}: JSON with no format field (not a result record); inspect reads a host ELF, "
+        f"checkpoint, token stream, result record or GPT-2 weights: give one of those")

@@ -171,7 +171,9 @@ def run_stage(stage: str, *, code, config, inputs: dict[str, str], target: str,
     """Produce `outputs` (name -> destination path) through the store.
 
     `build(paths)` is called only on a miss, with name -> temporary path to write each output.
-    Returns the action key. A manifest naming every digest is written to `manifest` if given.
+    Returns the action key. A manifest naming every digest is written to `manifest` if given (FOLDER/manifests/
+    STAGE.json), each output's path relative to FOLDER (results/TARGET/, or the folder of an ELF written elsewhere),
+    so that the manifest is the same bytes whatever directory, and however spelled, the command was given.
     """
     store = store or Store()
     tools = tools or {}
@@ -185,9 +187,11 @@ def run_stage(stage: str, *, code, config, inputs: dict[str, str], target: str,
             raise CoppeliusError(f"{store.object_path(unserved[0])}: the store object changed while it was served; "
                                  f"stop whatever writes into {store.root} and run again")
     if manifest is not None:
+        folder = Path(manifest).parent.parent
         publish_bytes(manifest, canonical.encode({
             "stage": stage, "key": key, "target": target, "tools": tools,
             "inputs": {name: file_digest(path) for name, path in sorted(inputs.items())},
-            "outputs": {name: {"path": str(outputs[name]), "sha256": digests[name]} for name in sorted(outputs)},
+            "outputs": {name: {"path": Path(os.path.relpath(outputs[name], folder)).as_posix(), "sha256": digests[name]}
+                        for name in sorted(outputs)},
         }) + b"\n")
     return key

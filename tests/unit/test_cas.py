@@ -4,7 +4,7 @@ import multiprocessing
 import os
 import time
 
-from coppelius import cas
+from coppelius import canonical, cas
 
 
 def test_known_key_is_not_recomputed(tmp_path):
@@ -127,3 +127,26 @@ def test_many_processes_meeting_damaged_objects_all_get_whole_copies(tmp_path):
     for obj in (store.root / "objects").rglob("*"):
         if obj.is_file():
             assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.name
+
+
+def test_a_manifest_is_the_same_bytes_whatever_directory_and_path_spelling_the_command_was_given(tmp_path):
+    """`coppelius plan --out /abs/...` wrote the absolute path into results/TARGET/manifests/plan.json, so that two
+    directories' builds differed in their manifests (and leaked the directory) where every artifact was the same."""
+    import subprocess
+    import sys
+    root = cas.PACKAGE.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "COPPELIUS_STORE": str(tmp_path / "store")}
+    manifests = []
+    for where, spelled in (("one", "absolute"), ("elsewhere/two", "absolute"), ("three", "relative")):
+        work = tmp_path / where
+        work.mkdir(parents=True)
+        folder = str(work / "results" / "cpu") if spelled == "absolute" else "./results//cpu"
+        defaults = str(root / "config" / "config.yaml")
+        for command in (["configure", "--config", defaults, "--out", f"{folder}/config.json"],
+                        ["plan", "--config", f"{folder}/config.json", "--out", f"{folder}/plan.json"]):
+            subprocess.run([sys.executable, "-m", "coppelius", *command], cwd=work, env=env, check=True,
+                           capture_output=True)
+        manifests.append((work / "results" / "cpu" / "manifests" / "plan.json").read_bytes())
+    assert manifests[0] == manifests[1] == manifests[2]
+    assert str(tmp_path).encode() not in manifests[0]
+    assert canonical.json.loads(manifests[0])["outputs"]["plan"]["path"] == "plan.json"

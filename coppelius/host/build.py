@@ -11,7 +11,7 @@ bytes (tests/unit/test_host_build.py).
 Floating point: `-ffp-contract=off`, so `a * b + c` is two roundings on every machine and a
 fused multiply-add happens only where the C code calls fmaf(); the kernels' results are then
 defined by their C source alone. The x86-64 build targets x86-64-v3 (AVX2, FMA: every x86-64
-server since 2013) and checks the CPU when it starts (cpu_check.c); AArch64 always has both.
+server since 2013) and checks the CPU when it starts (main.c, cpu_has_x86_64_v3); AArch64 always has both.
 """
 import importlib.metadata
 import io

@@ -134,3 +134,20 @@ def test_a_program_that_faults_is_refused_in_one_line_by_coppelius_run():
     faulting = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
     with pytest.raises(CoppeliusError, match=r"the host ELF died of SIGSEGV; check the file with `coppelius inspect`"):
         _run_host(faulting, dict(os.environ))
+
+
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None, reason="qemu-x86_64 (qemu-user) is not installed")
+def test_the_x86_64_host_elf_on_a_cpu_without_avx2_says_so_in_one_line(tmp_path):
+    """The x86-64 build targets x86-64-v3; on an older CPU (qemu's Nehalem: SSE4.2, no AVX2, FMA or F16C) it stops
+    in one line before anything else, rather than dying of SIGILL in a kernel; on a Haswell it runs."""
+    path = tmp_path / "host.elf"
+    link_host_executable(path, "x86_64", IDENTITY, SECTIONS)
+    old = subprocess.run(["qemu-x86_64", "-cpu", "Nehalem", str(path), "--verify"], capture_output=True, text=True,
+                         timeout=60)
+    assert old.returncode == 1 and old.stdout == "", old
+    assert [line for line in old.stderr.splitlines() if not line.startswith("qemu-x86_64: warning")] == [
+        f"{path}: this CPU lacks AVX2/FMA (x86-64-v3), which the x86-64 host ELF is built for; run it on a newer "
+        f"x86-64 host"]
+    new = subprocess.run(["qemu-x86_64", "-cpu", "Haswell", str(path), "--verify"], capture_output=True, text=True,
+                         timeout=60)
+    assert new.returncode == 0, new.stderr

@@ -72,6 +72,24 @@ def test_two_links_give_the_same_bytes(linked, tmp_path):
     assert again.read_bytes() == path.read_bytes()
 
 
+def test_it_needs_only_the_c_library_and_opens_libcuda_itself(linked):
+    """DESIGN.md, train: at run time the host ELF needs libc and, on a GPU target, only the NVIDIA driver, opened with
+    dlopen: its dynamic section names glibc's own libraries and nothing else (no libpython, no libcuda, no toolkit,
+    no search path), and the driver's name is a string it hands to dlopen."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+    machine, path = linked
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        tags = [tag for section in elf.iter_sections() if isinstance(section, DynamicSection)
+                for tag in section.iter_tags()]
+        interpreter = next(s for s in elf.iter_segments() if s["p_type"] == "PT_INTERP").get_interp_name()
+    needed = sorted(tag.needed for tag in tags if tag.entry.d_tag == "DT_NEEDED")
+    assert needed == ["libc.so.6", "libdl.so.2", "libm.so.6", "libpthread.so.0"], needed
+    assert not [tag.entry.d_tag for tag in tags if tag.entry.d_tag in ("DT_RPATH", "DT_RUNPATH")]
+    assert interpreter == {"x86_64": "/lib64/ld-linux-x86-64.so.2", "aarch64": "/lib/ld-linux-aarch64.so.1"}[machine]
+    assert b"libcuda.so.1\0" in path.read_bytes()
+
 def test_it_verifies_itself(linked):
     machine, path = linked
     run = _execute(machine, path, "--verify")

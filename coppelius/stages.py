@@ -54,12 +54,13 @@ def prepare(config_path: str, train: str, val: str) -> str:
 
 
 def init(config_path: str, out: str) -> str:
+    """The seeded initial weights: numpy's draws (PCG64, standard_normal), so numpy's version is a tool of the key."""
     from .initialize import write_initial_checkpoint
     config = read_resolved(config_path)
     subset = {"model": config.model.as_dict(), "learner": config.learner.as_dict(), "seed": config.seed}
     return cas.run_stage(
         "init", code=code("init"), config=subset, inputs={}, target="any", outputs={"checkpoint": out},
-        manifest=manifest_path(config_path, "init"),
+        tools=_numpy_tools(), manifest=manifest_path(config_path, "init"),
         build=lambda o: write_initial_checkpoint(o["checkpoint"], config.model, config.learner, config.seed))
 
 
@@ -103,10 +104,14 @@ def load_plan(path: str) -> dict:
     return canonical.read_json(path, "plan", "give the plan.json that `coppelius plan` wrote", PLAN_KEYS)
 
 
+def _numpy_tools() -> dict:
+    return {"numpy": __import__("numpy").__version__}
+
+
 def tools(target: dict) -> dict:
     """Versions of the tools a target's build runs (for GPU targets: NVRTC, its options and headers)."""
     if target["arch"] == "numpy":
-        return {"numpy": __import__("numpy").__version__}
+        return _numpy_tools()
     from .realize import nvrtc
     return nvrtc.tools(target["arch"])
 

@@ -66,3 +66,19 @@ def test_a_real_edit_changes_exactly_the_keys_of_the_stages_that_run_it(tmp_path
     assert "report.py" not in set().union(*(closures[s] for s in every - {"report"}))  # it runs after the build
     assert "report.py" in closures["report"]
     assert not any(rel.startswith("runtime/") for rel in closures["plan"] | closures["admit"])
+
+
+def test_the_init_key_names_the_numpy_that_draws_the_weights(tmp_path):
+    """init's bytes are numpy's draws (PCG64, standard_normal: NEP 19 lets a numpy release change a Generator
+    method's stream), so its key and manifest name numpy's version as the realize key does for the cpu target; the
+    init manifest's tools were {}."""
+    import os
+    import numpy
+    env = {**os.environ, "PYTHONPATH": str(sources.PACKAGE.parent), "COPPELIUS_STORE": str(tmp_path / "store")}
+    defaults = str(sources.PACKAGE.parent / "config" / "config.yaml")
+    for command in (["configure", "--config", defaults, "--out", "results/cpu/config.json"],
+                    ["init", "--config", "results/cpu/config.json", "--out", "results/cpu/init.ckpt"]):
+        subprocess.run([sys.executable, "-m", "coppelius", *command], cwd=tmp_path, env=env, check=True,
+                       capture_output=True)
+    manifest = json.loads((tmp_path / "results/cpu/manifests/init.json").read_text())
+    assert manifest["tools"] == {"numpy": numpy.__version__}

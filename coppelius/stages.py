@@ -209,8 +209,9 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
     def produce(o):
         data = _read_all(sections)
         certificate.verify(certificate_path, data["certificate"], {k: v for k, v in data.items() if k != "certificate"},
-                           "admit these artifacts with `coppelius admit` (or `snakemake`) "
-                           "and build from its certificate")
+                           "admit these artifacts with `coppelius admit` (or `snakemake`) for this target "
+                           "and build from its certificate",
+                           {"target": config.target["name"], "card": config.target["card"]})
         identity = {"target": config.target["name"], "card": config.target["card"], "arch": config.target["arch"],
                     "plan_sha256": canonical.sha256(data["plan"]),
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),

@@ -6,8 +6,8 @@ that a certificate admits exactly the artifacts beside it.
  "passed", "detail"}], "admitted"}
 
 Both sides use `verify`: the elf stage refuses to embed a certificate that does not admit exactly
-the plan, realization and tables it embeds, and the run refuses a host ELF whose embedded
-certificate does not, before any device is opened.
+the plan, realization and tables it embeds, for the target and card the host ELF is for, and the run
+refuses a host ELF whose embedded certificate does not, before any device is opened.
 """
 import hashlib
 import json
@@ -18,9 +18,10 @@ FORMAT, VERSION = "coppelius-certificate", 1
 SECTIONS = ("plan", "certificate")  # every other embedded section is a realization or tables artifact
 
 
-def verify(where: str, certificate: bytes, artifacts: dict[str, bytes], todo: str) -> dict:
+def verify(where: str, certificate: bytes, artifacts: dict[str, bytes], todo: str, identity: dict) -> dict:
     """The certificate, if it admits exactly `artifacts` (name -> bytes: the plan and every realization
-    and tables artifact); otherwise a one-line refusal naming `where`, the field and the value."""
+    and tables artifact) for the target and card of `identity` (the host ELF's); otherwise a one-line
+    refusal naming `where`, the field and the value."""
     try:
         doc = json.loads(certificate)
     except ValueError:
@@ -50,4 +51,8 @@ def verify(where: str, certificate: bytes, artifacts: dict[str, bytes], todo: st
         if certified[name] != actual:
             raise CoppeliusError(f"{where}: the certificate admits {name} with sha256 {str(certified[name])[:16]}..., "
                                  f"but {name} has sha256 {actual[:16]}...; {todo}")
+    for field in ("target", "card"):  # admitted against that card's profile: another target's ELF must not take it
+        if doc.get(field) != identity.get(field):
+            raise CoppeliusError(f"{where}: the certificate admits these artifacts for {field} {doc.get(field)!r}, not "
+                                 f"{identity.get(field)!r}, the {field} this host ELF is for; {todo}")
     return doc

@@ -370,6 +370,18 @@ int run_check_inputs(run_state* r, const char* elf, const char* checkpoint, cons
             r->driver_version = atoi(identity.nodes[version].text);
     }
     json_free(&identity);
+    // the certificate was admitted against one card's profile: the target and card this host ELF is for
+    // (formats/certificate.py verify(), its last check)
+    for (int i = 0; !bad && i < 2; i++) {
+        const char *field = i == 0 ? "target" : "card", *mine = i == 0 ? r->record.target : r->card;
+        int node = json_member(&r->certificate, 0, field);
+        if (!json_string_is(&r->certificate, node, mine)) {
+            char value[256];
+            json_repr(&r->certificate, node, value, sizeof value);
+            bad = fail(&r->f, "%s: section .coppelius.certificate: the certificate admits these artifacts for %s %s, "
+                       "not '%s', the %s this host ELF is for; " REBUILD_ELF, elf, field, value, mine, field);
+        }
+    }
     if (bad) return -1;
     if (check_checkpoint(r) != 0) return -1;
     if (r->generate) return generate_check_prompt(&r->g, r->run.vocab, (uint32_t)run_model_context(r), &r->f);

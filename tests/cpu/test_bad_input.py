@@ -240,6 +240,25 @@ def test_elf_stage_refuses_a_certificate_that_is_not_this_plans(built, tmp_path)
     assert (tmp_path / "elsewhere" / "manifests" / "elf.json").exists()
 
 
+
+def test_elf_stage_refuses_a_certificate_admitted_for_another_target(built, tmp_path):
+    """`coppelius elf --config` of the gb10 target around the cpu target's plan, realization, tables and certificate
+    linked an AArch64 'NVIDIA GB10' host ELF holding the cpu plan and its numpy image (and the cpu configuration around
+    the gb10 artifacts an x86-64 host ELF that trained, never admitted against the cpu's memory): the certificate was
+    admitted against one target's card profile, so the stage takes it for that target only."""
+    root, p, *_ = built
+    gb10 = tmp_path / "gb10.json"
+    subprocess.run([sys.executable, "-m", "coppelius", "configure", "--set", "target=gb10", "--out", str(gb10)],
+                   cwd=root, check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "coppelius", "elf", "--config", str(gb10), "--plan", p["plan"],
+                           "--realization", p["realize"], "--tables", p["tables"], "--certificate", p["certificate"],
+                           "--out", str(tmp_path / "mixed" / "host.elf")], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr == (
+        f"coppelius elf: {p['certificate']}: the certificate admits these artifacts for target 'cpu', not 'gb10', the "
+        f"target this host ELF is for; admit these artifacts with `coppelius admit` (or `snakemake`) for this target "
+        f"and build from its certificate\n"), proc.stderr
+    assert not (tmp_path / "mixed").exists()
+
 def test_out_and_log_are_checked_before_any_work(built, tmp_path):
     _, p, *_ = built
     a_file = tmp_path / "a-file"

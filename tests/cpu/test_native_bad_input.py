@@ -358,6 +358,28 @@ def test_an_embedded_certificate_that_does_not_admit_its_sections_is_refused(bui
         assert "section .coppelius.certificate" in line and "rebuild the host ELF" in line, name
 
 
+
+def test_a_certificate_admitted_for_another_target_or_card_is_refused_by_both_hosts(built, tmp_path):
+    """The cpu target's admitted sections linked into a host ELF whose identity says gb10 (or the cpu target with the
+    GB10's card): the certificate admits them against the cpu profile only (its memory, its card), so the host ELF
+    refuses them in one line before any device, as the Python reference host does in the same words. Such an ELF ran
+    600 steps before (one the elf stage linked from the gb10 plan with the cpu configuration)."""
+    from coppelius.host.build import link_host_executable
+    from test_bad_input import refused as refused_by_the_reference_host
+    _, p, elf, *_ = built
+    good = read_host_elf(elf)
+    (tmp_path / "input").mkdir()
+    for field, identity in (("target", {"target": "gb10", "driver_version": 13000}), ("card", {"card": "NVIDIA GB10"})):
+        mixed = tmp_path / "input" / f"{field}.elf"
+        link_host_executable(mixed, good.machine, good.identity | identity, good.sections)
+        mine, admitted = (identity[field], good.identity[field])
+        expected = (f"{mixed}: section .coppelius.certificate: the certificate admits these artifacts for {field} "
+                    f"{admitted!r}, not {mine!r}, the {field} this host ELF is for; rebuild the host ELF with "
+                    f"`snakemake`")
+        assert refused(mixed, p["checkpoint"], p["train"], tmp_path / "o") == expected
+        assert refused_by_the_reference_host(mixed, p["checkpoint"], p["train"], tmp_path / "o") == \
+            f"coppelius run: {expected}"
+
 def test_the_certified_horizon_is_kept(built, tmp_path):
     """An admitted certificate of these sections whose step sizes are certified to step 4 only: 6 steps
     are refused before any work, predicting is not."""

@@ -41,7 +41,7 @@ class Program:
         admitted = {k: v for k, v in self.sections.items() if k not in certificate.SECTIONS}
         self.certificate = certificate.verify(
             f"{path}: section .coppelius.certificate", self.sections["certificate"],
-            admitted | {"plan": self.sections["plan"]}, "rebuild the host ELF with `snakemake`")
+            admitted | {"plan": self.sections["plan"]}, "rebuild the host ELF with `snakemake`", self.identity)
         try:
             self.plan = json.loads(self.sections["plan"])
         except ValueError as e:

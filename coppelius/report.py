@@ -7,8 +7,8 @@ from .canonical import file_sha256
 from .errors import CoppeliusError
 from .formats import result
 from .formats.publish import Publication, publish_bytes
+from .plan import load_plan
 from .plan.arena import show
-from .stages import load_plan
 
 
 def smoothed(values: list[float], weight: float = 0.9) -> list[float]:

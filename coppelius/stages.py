@@ -11,6 +11,7 @@ from . import canonical, cas, sources
 from .config import Config, read_resolved, resolved_dict
 from .formats import certificate
 from .formats.publish import publish_bytes
+from .plan import load_plan
 from .admit.compatibility import toolkit_major
 
 log = logging.getLogger("coppelius")
@@ -95,13 +96,6 @@ def _files(directory: str, names) -> dict[str, str]:
 
 def _read_all(paths: dict[str, str]) -> dict[str, bytes]:
     return {name: Path(p).read_bytes() for name, p in paths.items()}
-
-
-PLAN_KEYS = ("model", "learner", "run", "arena", "program", "contracts")
-
-
-def load_plan(path: str) -> dict:
-    return canonical.read_json(path, "plan", "give the plan.json that `coppelius plan` wrote", PLAN_KEYS)
 
 
 def _numpy_tools() -> dict:

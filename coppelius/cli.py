@@ -144,20 +144,31 @@ INPUTS = {"config": "the --config file", "file": "the weights file", "checkpoint
 
 
 def check_paths(a) -> None:
-    """No empty path (an unset shell variable: "" is the working folder), and no --out that is an input."""
+    """No empty path (an unset shell variable: "" is the working folder), and no output that is an input: --out, or
+    prepare's --train and --val (the configuration's token file or corpus among its inputs), nor both one file."""
     paths = {*INPUTS, "out", "validation", "realization", "tables", "val"}
     if a.command != "sample":  # (sample's --tokens is a count)
         paths.add("tokens")
     for name in sorted(paths):
         if getattr(a, name, None) == "":
             raise CoppeliusError(f"command line: --{name.replace('_', '-')} is empty; give a path")
-    out = getattr(a, "out", None)
-    if not out or not os.path.exists(out):
-        return
-    for name, what in INPUTS.items():
-        value = getattr(a, name, None)
-        if isinstance(value, str) and os.path.exists(value) and os.path.samefile(value, out):
-            raise CoppeliusError(f"{out}: --out is {what}, which this command would replace; give another --out")
+    inputs = {getattr(a, name, None): what for name, what in INPUTS.items()}
+    outputs = {"out": getattr(a, "out", None)}
+    if a.command == "prepare":  # its outputs are --train and --val; its input, the configuration's tokens or corpus
+        from .config import read_resolved
+        config = read_resolved(a.config)
+        inputs = {a.config: INPUTS["config"], config.tokens: "the configuration's tokens file",
+                  config.corpus: "the configuration's corpus"}
+        outputs = {"train": a.train, "val": a.val}
+        if os.path.abspath(a.train) == os.path.abspath(a.val):
+            raise CoppeliusError(f"{a.val}: --val is --train, which this command writes too; give another --val")
+    for flag, out in outputs.items():
+        if not out or not os.path.exists(out):
+            continue
+        for value, what in inputs.items():
+            if isinstance(value, str) and os.path.exists(value) and os.path.samefile(value, out):
+                raise CoppeliusError(f"{out}: --{flag} is {what}, which this command would replace; give another "
+                                     f"--{flag}")
 
 
 REQUIRED = {"required": True}

@@ -143,3 +143,24 @@ def test_inspect_calls_json_without_a_format_field_not_a_result_record(tmp_path)
     assert coppelius("inspect", config) == (
         f"coppelius inspect: {config}: JSON with no format field (not a result record); inspect reads a host ELF, "
         f"checkpoint, token stream, result record or GPT-2 weights: give one of those")
+
+
+def test_prepare_refuses_a_train_or_val_that_is_the_configurations_token_file(tmp_path):
+    """`coppelius prepare --train T` with the configuration's `tokens` T replaced the user's token file with its first
+    nine tenths (the check held --out alone to the inputs; prepare's outputs are --train and --val)."""
+    import numpy as np
+    from conftest import llmc_datafile
+    mine = llmc_datafile(tmp_path / "mine.bin", np.arange(100_000) % 256)
+    saved = mine.read_bytes()
+    config, other = tmp_path / "config.json", tmp_path / "other.bin"
+    subprocess.run([sys.executable, "-m", "coppelius", "configure", "--set", f"tokens={mine}", "--out", config],
+                   check=True)
+    for flag in ("--train", "--val"):
+        given = {"--train": other, "--val": other} | {flag: mine}
+        line = coppelius("prepare", "--config", config, "--train", given["--train"], "--val", given["--val"],
+                         cwd=tmp_path)  # (its store, had it run, under tmp_path)
+        assert line == (f"coppelius prepare: {mine}: {flag} is the configuration's tokens file, which this command "
+                        f"would replace; give another {flag}")
+    line = coppelius("prepare", "--config", config, "--train", other, "--val", other, cwd=tmp_path)
+    assert line == f"coppelius prepare: {other}: --val is --train, which this command writes too; give another --val"
+    assert mine.read_bytes() == saved and not other.exists()

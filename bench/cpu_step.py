@@ -52,16 +52,22 @@ from coppelius.stages import build_chain  # noqa: E402
 LLM_C_TOKENS_PER_SECOND = 25_900  # FACTS.md, "The CPU peer" (another machine: see the docstring)
 
 
-def write_tables(paths: dict, out: Path) -> None:
-    """The host ELF's own tables (docs/formats.md layouts), one file each, and run.txt for cpu_step.c."""
+def write_tables(paths: dict, out: Path) -> dict:
+    """The host ELF's own tables (docs/formats.md layouts), one file each, and run.txt for cpu_step.c; its plan."""
     sections = read_host_elf(paths["elf"]).sections
     for name in ("launches", "relocations", "commands", "ring", "step_words", "planes", "buffers", "program"):
         (out / f"{name}.bin").write_bytes(sections[name])
     plan = json.loads(sections["plan"])
-    learner = {k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2")}
+    learner = learner_floats(plan)
     (out / "run.txt").write_text(f"{plan['arena']['bytes']} {plan['host']['bytes']} {learner['lr']!r} "
                                  f"{learner['beta1']!r} {learner['beta2']!r} {plan['run']['tokens_per_step']} "
                                  f"{HOST_BUFFERS.index('step_losses')} {HOST_BUFFERS.index('step_flag')}\n")
+    return plan
+
+
+def learner_floats(plan: dict) -> dict:
+    """The plan's learner ratios as floats (the peer's and cpu_step.c's numbers)."""
+    return {k: float(Fraction(v)) for k, v in plan["learner"].items()}
 
 
 def full_run(paths: dict, out: Path, threads: int) -> dict:
@@ -92,11 +98,11 @@ def main() -> None:
         paths = build_chain(config, work / "cpu")
         tables = work / "tables"
         tables.mkdir()
-        write_tables(paths, tables)
+        plan = write_tables(paths, tables)
         program = work / "cpu_step"
         compile_program(host_machine(), [p for p in sorted(HOST_DIR.glob("*.c")) if p.name != "main.c"] +
                         [ROOT / "bench/cpu_step.c"], program, include_dirs=[HOST_DIR])
-        torch_peer = pytorch_peer(paths, options.threads, options.steps)
+        torch_peer = pytorch_peer(plan, options.threads, options.steps)
         rates, torch_rates = [], []
         for _ in range(options.rounds):  # alternating, so that a busy moment of the machine meets both
             run = subprocess.run([str(program), str(tables), paths["checkpoint"], paths["train"],
@@ -161,17 +167,15 @@ def torch_version() -> str | None:
     return torch.__version__
 
 
-def pytorch_peer(paths: dict, threads: int, steps: int):
+def pytorch_peer(plan: dict, threads: int, steps: int):
     """A function running PyTorch's CPU step `steps` times and giving its tokens/s (each round: the median step), or
     None, said in one line, where torch is not installed."""
     if torch_version() is None:
         print("PyTorch peer: torch is not installed here (pip install torch==2.13.0); only llm.c's figure is given")
         return None
     from peer import cpu_peer_ms
-    plan = json.loads(read_host_elf(paths["elf"]).sections["plan"])
-    learner = {k: float(Fraction(plan["learner"][k])) for k in ("lr", "beta1", "beta2", "eps", "weight_decay")}
     batch, context = plan["run"]["batch"], plan["model"]["context"]
-    return lambda: batch * context / statistics.median(cpu_peer_ms(plan["model"], batch, learner, threads,
+    return lambda: batch * context / statistics.median(cpu_peer_ms(plan["model"], batch, learner_floats(plan), threads,
                                                                    steps)) * 1000
 
 

@@ -45,12 +45,15 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, vocab), targets.view(-1))
 
 
+def decay_groups(model, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups as Coppelius decays: the matrices (two or more dimensions), then the rest undecayed."""
+    return [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def make_step(model, dims, batch, lr, betas, eps, weight_decay, loss_scale, mode):
     """A function running one training step; mode is eager, compile or graph."""
-    decayed = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": weight_decay},
-                                   {"params": rest, "weight_decay": 0.0}], lr=lr, betas=betas, eps=eps * loss_scale,
+    optimizer = torch.optim.AdamW(decay_groups(model, weight_decay), lr=lr, betas=betas, eps=eps * loss_scale,
                                   fused=True, capturable=(mode == "graph"))
     vocab = dims["vocab"]
     tokens = torch.randint(0, vocab, (batch, dims["context"]), device="cuda")
@@ -126,10 +129,7 @@ def cpu_peer_ms(dims: dict, batch: int, learner: dict, threads: int, steps: int,
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = GPT(dims["vocab_padded"], dims["context"], dims["width"], dims["layers"], dims["heads"])
-    decayed = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": learner["weight_decay"]},
-                                   {"params": rest, "weight_decay": 0.0}], lr=learner["lr"],
+    optimizer = torch.optim.AdamW(decay_groups(model, learner["weight_decay"]), lr=learner["lr"],
                                   betas=(learner["beta1"], learner["beta2"]), eps=learner["eps"])
     vocab = dims["vocab"]
     tokens = torch.randint(0, vocab, (batch, dims["context"]))

@@ -202,15 +202,14 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
 
     def produce(o):
         data = _read_all(sections)
-        certificate.verify(certificate_path, data["certificate"], {k: v for k, v in data.items() if k != "certificate"},
-                           "admit these artifacts with `coppelius admit` (or `snakemake`) for this target "
-                           "and build from its certificate",
-                           {"target": config.target["name"], "card": config.target["card"]})
         identity = {"target": config.target["name"], "card": config.target["card"], "arch": config.target["arch"],
                     "plan_sha256": canonical.sha256(data["plan"]),
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
                     "certificate_sha256": canonical.sha256(data["certificate"]),
                     "memory_bytes": load_plan(plan_path)["arena"]["bytes"]}  # the card check holds the card to it
+        certificate.verify(certificate_path, data["certificate"], {k: v for k, v in data.items() if k != "certificate"},
+                           "admit these artifacts with `coppelius admit` (or `snakemake`) for this target "
+                           "and build from its certificate", identity)
         major = toolkit_major(json.loads(data["kernel_info"]))
         if major is not None:  # a cubin: the card check holds the driver to one that loads this CUDA major's images
             identity["driver_version"] = 1000 * major

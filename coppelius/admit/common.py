@@ -145,6 +145,9 @@ def plane_range(planes: dict, ref, nbytes: int, what: str) -> tuple[dict, int, i
     return plane, start, start + nbytes
 
 
+GENERATE_PIECES = ("sample_forward", "sample")  # the pieces generate issues a new token, and only generate
+
+
 def piece_class(name: str) -> str | None:
     """The lifetime a piece belongs to (plan/arena.py): step planes live within a forward or update
     submission and the restore right after it; transfer planes within the load and gather pieces."""

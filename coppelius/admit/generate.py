@@ -7,10 +7,9 @@ padded vocabulary, f16) back to the host buffer that sample-token then reads, ro
 forward; the sample is written once, after the last. Generate touches no token stream, cursor, optimizer or
 checkpoint publication, and train and predict sample nothing.
 """
-from .common import OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, names_of, trace
+from .common import GENERATE_PIECES, OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, names_of, trace
 
 GENERATE_ONLY = ("sample-context", "sample-token", "write-sample")
-GENERATE_PIECES = ("sample_forward", "sample")
 NOT_IN_GENERATE = ("read-at-cursor", "cursor-from-checkpoint", "cursor-advance", "adamw-scalars", "write",
                    "checkpoint-begin", "checkpoint-publish", "record-stat")
 

@@ -7,7 +7,7 @@ Each check reads the plan's host program expanded as the runtime runs it (common
 walker of formats/program.py), once for `train` and once for `predict`, and the plan's pieces.
 """
 from ..formats.kernels import KERNELS
-from .common import (OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, describe_ref, iv_add, iv_gap,
+from .common import (GENERATE_PIECES, OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, describe_ref, iv_add, iv_gap,
                      names_of as _names, parameter_count, trace, well_formed)
 
 def chunk_count(plan: dict) -> tuple[int, int, int]:
@@ -35,7 +35,7 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
         "predict": first | {"forward": (run["eval_contexts"], "eval_contexts"),
                             "restore": (run["eval_contexts"], "eval_contexts")},
         "generate": first | {name: (TRACED_NEW_TOKENS, f"once per new token, {TRACED_NEW_TOKENS} traced")
-                             for name in ("sample_forward", "sample")},
+                             for name in GENERATE_PIECES},
     }
 
 

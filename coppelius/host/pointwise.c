@@ -50,38 +50,35 @@ void gelu_value_slope(half* x_to_slope, half* out_gelu, int N) {
     parallel_for(N, GRAIN, gelu_value_slope_range, &job);
 }
 
-// Element-wise loops over halves run in blocks of BLOCK, a block's loads before its stores: so a call in place (out
-// the array of an input, as matmul_backward_input_gelu's gelu_backward) still vectorizes. Element by element, the
-// compiler tests the arrays for overlap and, finding it, takes its scalar loop (gelu_backward: 7% of the tiny step).
+// out = a * b (gelu_backward: the product of two halves is exact in float, one rounding) or a + b (residual_forward),
+// element by element, in blocks of BLOCK whose loads come before their stores: so a call in place (out the array of
+// an input, as matmul_backward_input_gelu's gelu_backward) still vectorizes. Element by element, the compiler tests
+// the arrays for overlap and, finding it, takes its scalar loop (gelu_backward: 7% of the tiny step).
 enum { BLOCK = 8 };
 
-// dinp = dout * slope (the product of two halves is exact in float: one rounding)
-static void gelu_backward_range(void* context, long start, long end) {
-    const binary_job* job = context;
+static inline float combined(const binary_job* job, long i, int product) {
+    float a = half_to_float(job->a[i]), b = half_to_float(job->b[i]);
+    return product ? a * b : a + b;
+}
+
+static inline void binary_range(const binary_job* job, long start, long end, int product) {
     long i = start;
     for (; i + BLOCK <= end; i += BLOCK) {
-        float product[BLOCK];
-        for (int j = 0; j < BLOCK; j++) product[j] = half_to_float(job->b[i + j]) * half_to_float(job->a[i + j]);
-        for (int j = 0; j < BLOCK; j++) job->out[i + j] = float_to_half(product[j]);
+        float value[BLOCK];
+        for (int j = 0; j < BLOCK; j++) value[j] = combined(job, i + j, product);
+        for (int j = 0; j < BLOCK; j++) job->out[i + j] = float_to_half(value[j]);
     }
-    for (; i < end; i++) job->out[i] = float_to_half(half_to_float(job->b[i]) * half_to_float(job->a[i]));
+    for (; i < end; i++) job->out[i] = float_to_half(combined(job, i, product));
 }
+
+static void gelu_backward_range(void* context, long start, long end) { binary_range(context, start, end, 1); }
 
 void gelu_backward(half* dinp, const half* slope, const half* dout, int N) {
     binary_job job = {dinp, slope, dout};
     parallel_for(N, GRAIN, gelu_backward_range, &job);
 }
 
-static void residual_range(void* context, long start, long end) {
-    const binary_job* job = context;
-    long i = start;
-    for (; i + BLOCK <= end; i += BLOCK) {
-        float sum[BLOCK];
-        for (int j = 0; j < BLOCK; j++) sum[j] = half_to_float(job->a[i + j]) + half_to_float(job->b[i + j]);
-        for (int j = 0; j < BLOCK; j++) job->out[i + j] = float_to_half(sum[j]);
-    }
-    for (; i < end; i++) job->out[i] = float_to_half(half_to_float(job->a[i]) + half_to_float(job->b[i]));
-}
+static void residual_range(void* context, long start, long end) { binary_range(context, start, end, 0); }
 
 void residual_forward(half* out, const half* inp1, const half* inp2, int N) {
     binary_job job = {out, inp1, inp2};

@@ -74,11 +74,10 @@ static void put_float(buffer* b, double x) {
     if (isinf(x)) { put(b, x > 0 ? "Infinity" : "-Infinity"); return; }
     char text[400];
     int digits = 1;
-    for (; digits < 17; digits++) {
+    for (;; digits++) {  // 17 digits always read back
         snprintf(text, sizeof text, "%.*e", digits - 1, x);
-        if (strtod(text, NULL) == x) break;
+        if (digits == 17 || strtod(text, NULL) == x) break;
     }
-    snprintf(text, sizeof text, "%.*e", digits - 1, x);
     int exponent = atoi(strchr(text, 'e') + 1);
     if (exponent >= -4 && exponent < 16) {
         snprintf(text, sizeof text, "%.*f", digits - 1 - exponent > 0 ? digits - 1 - exponent : 0, x);

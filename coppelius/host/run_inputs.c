@@ -56,14 +56,14 @@ static int check_writable_folder(const char* path, const char* flag, failure* f)
     return 0;
 }
 
-// generate's --out names the sample file: not a folder, not one of the run's inputs (the sample would replace
-// it), in a writable folder (tests/reference_host/generate.py).
 // Whether path (may be NULL) names the file of st.
 static int names_file(const char* path, const struct stat* st) {
     struct stat other;
     return path && stat(path, &other) == 0 && other.st_dev == st->st_dev && other.st_ino == st->st_ino;
 }
 
+// generate's --out names the sample file: not a folder, not one of the run's inputs (the sample would replace
+// it), in a writable folder (tests/reference_host/generate.py).
 static int check_sample_path(run_state* r, const char* checkpoint) {
     struct stat st;
     int exists = stat(r->out, &st) == 0;

@@ -138,12 +138,15 @@ def build_plan(config: Config) -> dict:
             scatter.d2d({"plane": "staging", "offset": staging_offset}, {"plane": part, "offset": part_offset}, span)
         pieces += [stage, scatter]
 
-    def take_context(piece: Piece):
-        piece.h2d("context", 0, step.at("context"), 4 * (n + 1))
+    def take_context(piece: Piece, tokens: int = n + 1):
+        piece.h2d("context", 0, step.at("context"), 4 * tokens)
+
+    def cast_weights(piece: Piece):  # the half weights every forward multiplies by, from the f32 parameters
+        piece.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
 
     forward = Piece("forward", arch, sm_count)
     take_context(forward)
-    forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
+    cast_weights(forward)
     step.forward(forward, with_predictions=True)
     pieces.append(forward)
 
@@ -178,8 +181,8 @@ def build_plan(config: Config) -> dict:
     # generate's forward: one sequence (batch 1, the first rows of the same planes), its logits only: a new
     # token costs one context's forward, not a batch's (last in the ring, so the other pieces keep their entries)
     sample_forward = Piece("sample_forward", arch, sm_count)
-    sample_forward.h2d("context", 0, step.at("context"), 4 * model.context)
-    sample_forward.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
+    take_context(sample_forward, model.context)
+    cast_weights(sample_forward)
     Step(model, planes, tensors, 1, learner).forward(sample_forward, with_predictions=False)
     pieces.append(sample_forward)
 

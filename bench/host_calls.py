@@ -17,7 +17,7 @@ for p in (ROOT, ROOT / "bench", ROOT / "tests" / "gpu", ROOT / "tests"):
     sys.path.insert(0, str(p))
 from reference_host.interpreter import Program, Run  # noqa: E402
 from cuda_harness import CudaDevice, check_card  # noqa: E402
-from train_gpu import build_h200, step_ms  # noqa: E402
+from train_gpu import build_gpu, step_ms  # noqa: E402
 
 STEPS = 20
 
@@ -45,7 +45,7 @@ def first_only(call):
 
 def main(model: str, batch: int) -> None:
     work = Path(tempfile.mkdtemp())
-    paths = build_h200(model, batch, STEPS, work)
+    paths = build_gpu(model, batch, STEPS, work)
     for variant in ("as built", "no patch after the first", "as built"):
         program = Program(paths["elf"])
         device = CudaDevice()

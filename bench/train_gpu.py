@@ -41,11 +41,15 @@ def step_ms(record: dict) -> float:
     return 1000 * deltas[len(deltas) // 2]
 
 
-def build_h200(model: str, batch: int, steps: int, work: Path) -> dict:
-    """The workflow's artifacts (stages.build_chain's paths) of an h200 run of `steps` steps on a corpus of the
-    project's own Python sources; the working directory becomes `work`."""
+def build_gpu(model: str, batch: int, steps: int, work: Path) -> dict:
+    """The workflow's artifacts (stages.build_chain's paths) of a run of `steps` steps for the target whose card is
+    present (h200, h100) on a corpus of the project's own Python sources; the working directory becomes `work`."""
     from coppelius.config import ROOT as CROOT, resolve
     from coppelius.stages import build_chain
+    from cuda_probe import card_target, cuda_card_name
+    target = card_target()
+    if target is None:
+        raise SystemExit(f"train_gpu: no profile in config/targets/ names this card ({cuda_card_name()}); add one")
     # BENCH_CORPUS: one corpus for runs of two trees (step_ab.sh); the default is this tree's own sources, which a
     # change to a .py file changes, and the losses with them
     corpus = Path(os.environ.get("BENCH_CORPUS", work / "corpus.txt"))
@@ -53,7 +57,7 @@ def build_h200(model: str, batch: int, steps: int, work: Path) -> dict:
         text = b"".join(p.read_bytes() for p in sorted((CROOT / "coppelius").rglob("*.py")))
         corpus.write_bytes(text * (1 + 40_000_000 // len(text)))
     raw = yaml.safe_load((CROOT / "config" / "config.yaml").read_text())
-    config = resolve(raw | {"target": "h200", "model": model, "batch": batch, "steps": steps, "interval": steps,
+    config = resolve(raw | {"target": target, "model": model, "batch": batch, "steps": steps, "interval": steps,
                             "corpus": str(corpus), "keep": 1})
     os.chdir(work)
     return build_chain(config, work / model)
@@ -64,7 +68,7 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     from coppelius.formats import result
     from reference_host.interpreter import Program, Run
     from cuda_harness import CudaDevice, check_card
-    paths = build_h200(model, batch, steps, work)
+    paths = build_gpu(model, batch, steps, work)
     native_out = work / f"{model}-native"
     with ClockWatch() as watch:
         subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",

@@ -69,6 +69,16 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.
                           env={**os.environ, **(env or {})}, timeout=1800)
 
 
+@pytest.fixture(scope="session")
+def gpu_target() -> str:
+    """The target whose card this machine has (h200, h100, ...): the GPU tests build their host ELFs for it."""
+    from cuda_probe import card_target, cuda_card_name
+    target = card_target()
+    if target is None:
+        pytest.skip(f"no profile in config/targets/ names this card ({cuda_card_name()}); add one to test on it")
+    return target
+
+
 @pytest.fixture
 def clone(tmp_path):
     return copy_clone(tmp_path / "clone")

@@ -1,6 +1,7 @@
 """Is there a CUDA device here? Asked without importing anything that needs one."""
 import ctypes
 import ctypes.util
+from pathlib import Path
 
 
 def cuda_device_count() -> int:
@@ -14,3 +15,26 @@ def cuda_device_count() -> int:
     if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
+
+
+def cuda_card_name() -> str | None:
+    """Device 0's name as the driver reports it (cuDeviceGetName); None where there is no device."""
+    if cuda_device_count() == 0:
+        return None
+    driver = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
+    device, name = ctypes.c_int(0), ctypes.create_string_buffer(256)
+    if driver.cuDeviceGet(ctypes.byref(device), 0) != 0 or driver.cuDeviceGetName(name, 255, device) != 0:
+        return None
+    return name.value.decode()
+
+
+def card_target(card: str | None = None) -> str | None:
+    """The target (config/targets/NAME.yaml) whose card is `card`, by default device 0's: the GPU tests and
+    benchmarks build for it. None where there is no device or no profile names it."""
+    import yaml
+    card = card or cuda_card_name()
+    targets = Path(__file__).resolve().parent.parent / "config" / "targets"
+    for path in sorted(targets.glob("*.yaml")):
+        if card is not None and yaml.safe_load(path.read_text()).get("card") == card:
+            return path.stem
+    return None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "gpu"), str(ROOT / "tests")]
-from train_gpu import BATCH, build_h200  # noqa: E402
+from train_gpu import BATCH, build_gpu  # noqa: E402
 from cuda_harness import CudaDevice, check, driver  # noqa: E402
 from coppelius.formats import tables  # noqa: E402
 from coppelius.formats.geometry import programmatic_launches  # noqa: E402
@@ -66,7 +66,7 @@ def main():
     rules = sys.argv[2].split(",") if len(sys.argv) > 2 else DEFAULT_RULES
     for model in models:
         work = Path(tempfile.mkdtemp())
-        paths = build_h200(model, BATCH[model], 30, work)
+        paths = build_gpu(model, BATCH[model], 30, work)
         plan = json.loads(Path(paths["plan"]).read_text())
         program, losses = Program(paths["elf"]), None
         for k, rule in enumerate(rules):

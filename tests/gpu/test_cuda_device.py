@@ -299,7 +299,7 @@ def test_close_frees_everything(cubin):
 
 
 # ---------------------------------------------------------------------------------------------- end to end
-def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
+def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path, gpu_target):
     from coppelius.config import resolve
     from coppelius.formats import tokens as token_file
     from coppelius.initialize import write_initial_checkpoint
@@ -313,7 +313,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
         if not (ROOT / rel).exists():
             pytest.skip(f"{rel} is not written yet: no CUDA realization to run")
     defaults = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    cfg = resolve(defaults | {"target": "h200", "model": "tiny", "batch": 4, "steps": 4, "interval": 2,
+    cfg = resolve(defaults | {"target": gpu_target, "model": "tiny", "batch": 4, "steps": 4, "interval": 2,
                               "eval_contexts": 1, "corpus": str(ROOT / "coppelius")})
     plan = build_plan(cfg)
     try:
@@ -323,10 +323,10 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path):
             pytest.skip(f"realize: {e}")
         raise
     sections = {**realization, **realized_tables(realization["launches"])}
-    program = SimpleNamespace(path=tmp_path / "h200.elf", plan=plan, sections=sections, sha256="0" * 64,
-                              tables=RunTables(sections, "h200.elf"),
+    program = SimpleNamespace(path=tmp_path / "host.elf", plan=plan, sections=sections, sha256="0" * 64,
+                              tables=RunTables(sections, "host.elf"),
                               machine="x86_64", certificate={"step_horizon": 1 << 53},
-                              identity={"target": "h200", "card": cfg.target["card"], "arch": cfg.target["arch"],
+                              identity={"target": gpu_target, "card": cfg.target["card"], "arch": cfg.target["arch"],
                                         "plan_sha256": "0" * 64})
     checkpoint_path = tmp_path / "init.ckpt"
     write_initial_checkpoint(str(checkpoint_path), cfg.model, cfg.learner, cfg.seed)

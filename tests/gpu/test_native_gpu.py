@@ -1,12 +1,13 @@
-"""The native host ELF on the card (target h200): it trains from a clean environment (nothing but
-the driver), repeats the Python reference host's run bit for bit (same graphs, same kernels, same
-step words), resumes bit-exactly, predicts, and refuses another target's card in one line."""
+"""The native host ELF on the card (built for the target whose card is present: h200, h100): it trains from a
+clean environment (nothing but the driver), repeats the Python reference host's run bit for bit (same graphs, same
+kernels, same step words), resumes bit-exactly, predicts, and refuses another target's card in one line."""
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from coppelius.config import target_profile
 from coppelius.formats import result
 from reference_host.interpreter import Program, Run
 from cuda_harness import CudaDevice, check_card
@@ -32,8 +33,9 @@ def trained(elf, checkpoint, tokens, out, operation="train", validation=None) ->
     return result.read(Path(out) / "result.json")
 
 
-def test_native_gpu_run_repeats_the_python_host_bit_for_bit(in_tmp):
-    paths = build_chain(config(in_tmp, target="h200", steps=20, interval=10, batch=8, lr="1e-3"), in_tmp / "h200")
+def test_native_gpu_run_repeats_the_python_host_bit_for_bit(in_tmp, gpu_target):
+    paths = build_chain(config(in_tmp, target=gpu_target, steps=20, interval=10, batch=8, lr="1e-3"),
+                        in_tmp / gpu_target)
     ours = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "native", validation=paths["val"])
     theirs = python_host(paths, paths["checkpoint"], in_tmp / "python")
     a, b = (np.array([s["loss"] for s in r["steps"]]) for r in (ours, theirs))
@@ -44,9 +46,9 @@ def test_native_gpu_run_repeats_the_python_host_bit_for_bit(in_tmp):
         assert Path(mine).read_bytes() == Path(other).read_bytes(), Path(mine).name
 
 
-def test_native_gpu_resume_is_bit_identical_and_predicts(in_tmp):
-    whole = build_chain(config(in_tmp, target="h200", steps=8, interval=4, batch=4), in_tmp / "whole")
-    half = build_chain(config(in_tmp, target="h200", steps=4, interval=2, batch=4), in_tmp / "half")
+def test_native_gpu_resume_is_bit_identical_and_predicts(in_tmp, gpu_target):
+    whole = build_chain(config(in_tmp, target=gpu_target, steps=8, interval=4, batch=4), in_tmp / "whole")
+    half = build_chain(config(in_tmp, target=gpu_target, steps=4, interval=2, batch=4), in_tmp / "half")
     one = trained(whole["elf"], whole["checkpoint"], whole["train"], in_tmp / "one")
     first = trained(half["elf"], half["checkpoint"], half["train"], in_tmp / "a")
     second = trained(half["elf"], first["published"][-1], half["train"], in_tmp / "b")
@@ -56,8 +58,8 @@ def test_native_gpu_resume_is_bit_identical_and_predicts(in_tmp):
     assert len(predicted["predict"]) == 2 and (in_tmp / "predict/predictions.bin").stat().st_size > 0
 
 
-def test_small_model_learns_with_the_native_host(in_tmp):
-    paths = build_chain(config(in_tmp, target="h200", model="small", steps=40, interval=20, batch=16, lr="1e-3"),
+def test_small_model_learns_with_the_native_host(in_tmp, gpu_target):
+    paths = build_chain(config(in_tmp, target=gpu_target, model="small", steps=40, interval=20, batch=16, lr="1e-3"),
                         in_tmp / "small")
     record = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "run")
     losses = [s["loss"] for s in record["steps"]]
@@ -65,22 +67,25 @@ def test_small_model_learns_with_the_native_host(in_tmp):
     assert np.mean(losses[-5:]) < 0.8 * losses[0] and record["skipped"] == 0
 
 
-def test_another_targets_card_is_refused_in_one_line(in_tmp):
-    """The rtx3090's host ELF is an x86-64 program too: on the H200 its card check stops it before any allocation."""
+def test_another_targets_card_is_refused_in_one_line(in_tmp, gpu_target):
+    """The rtx3090's host ELF is an x86-64 program too: on a Hopper card its card check stops it before any
+    allocation."""
     paths = build_chain(config(in_tmp, target="rtx3090", steps=2, interval=1, batch=2), in_tmp / "rtx3090")
     proc = native(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "out")
     lines = proc.stderr.strip().splitlines()
     print(lines)
     assert proc.returncode == 1 and len(lines) == 1
-    assert lines[0].startswith("card check: this card is NVIDIA H200 (sm_90, ")
+    ours = target_profile(gpu_target)
+    assert lines[0].startswith(f"card check: this card is {ours['card']} ({ours['arch']}, ")
     assert "the host ELF was built and admitted for NVIDIA GeForce RTX 3090 (sm_86, " in lines[0]
     assert not (in_tmp / "out/checkpoints").exists()
 
 
-def test_native_gpu_sample_repeats_the_python_host(in_tmp):
+def test_native_gpu_sample_repeats_the_python_host(in_tmp, gpu_target):
     """Generate on the card: the native host's sample equals the Python host's on the same kernels."""
     from reference_host.generate import parse_options
-    paths = build_chain(config(in_tmp, target="h200", steps=20, interval=20, batch=4, lr="1e-3"), in_tmp / "h200")
+    paths = build_chain(config(in_tmp, target=gpu_target, steps=20, interval=20, batch=4, lr="1e-3"),
+                        in_tmp / gpu_target)
     trained_run = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / "train")
     final = trained_run["published"][-1]
     options = {"prompt": "def ", "prompt_tokens": None, "new_tokens": "40", "temperature": "0.8", "top_k": "20",
@@ -101,5 +106,5 @@ def test_native_gpu_sample_repeats_the_python_host(in_tmp):
     finally:
         device.close()
     ours, theirs = (in_tmp / "native.txt").read_bytes(), (in_tmp / "python.txt").read_bytes()
-    print(f"sample on the H200: {ours!r}")
+    print(f"sample on the card: {ours!r}")
     assert ours == theirs and len(ours) >= 40

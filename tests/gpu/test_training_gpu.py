@@ -1,5 +1,5 @@
-"""Training on the GPU (target h200): losses follow the cpu reference, a resume repeats an
-uninterrupted run bit for bit, and the small model learns."""
+"""Training on the GPU (the target whose card is present: h200, h100): losses follow the cpu reference, a resume
+repeats an uninterrupted run bit for bit, and the small model learns."""
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +40,8 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_gpu_losses_follow_the_cpu_reference_for_50_steps(in_tmp):
-    gpu = build_chain(config(in_tmp, target="h200", steps=50, interval=50, batch=8, lr="1e-3"), in_tmp / "h200")
+def test_gpu_losses_follow_the_cpu_reference_for_50_steps(in_tmp, gpu_target):
+    gpu = build_chain(config(in_tmp, target=gpu_target, steps=50, interval=50, batch=8, lr="1e-3"), in_tmp / gpu_target)
     cpu = build_chain(config(in_tmp, target="cpu", steps=50, interval=50, batch=8, lr="1e-3"), in_tmp / "cpu")
     ours = train(gpu, gpu["checkpoint"], in_tmp / "gpu-run")
     reference = train(cpu, cpu["checkpoint"], in_tmp / "cpu-run", CpuDevice())
@@ -59,9 +59,9 @@ def test_gpu_losses_follow_the_cpu_reference_for_50_steps(in_tmp):
     assert a[-5:].mean() < 0.8 * a[0]
 
 
-def test_gpu_resume_is_bit_identical(in_tmp):
-    whole = build_chain(config(in_tmp, target="h200", steps=8, interval=4, batch=4), in_tmp / "whole")
-    half = build_chain(config(in_tmp, target="h200", steps=4, interval=2, batch=4), in_tmp / "half")
+def test_gpu_resume_is_bit_identical(in_tmp, gpu_target):
+    whole = build_chain(config(in_tmp, target=gpu_target, steps=8, interval=4, batch=4), in_tmp / "whole")
+    half = build_chain(config(in_tmp, target=gpu_target, steps=4, interval=2, batch=4), in_tmp / "half")
     one = train(whole, whole["checkpoint"], in_tmp / "one")
     first = train(half, half["checkpoint"], in_tmp / "a")
     second = train(half, first["published"][-1], in_tmp / "b")
@@ -69,8 +69,8 @@ def test_gpu_resume_is_bit_identical(in_tmp):
     assert Path(one["published"][-1]).read_bytes() == Path(second["published"][-1]).read_bytes()
 
 
-def test_small_model_learns_on_gpu(in_tmp):
-    paths = build_chain(config(in_tmp, target="h200", model="small", steps=40, interval=40, batch=16, lr="1e-3"),
+def test_small_model_learns_on_gpu(in_tmp, gpu_target):
+    paths = build_chain(config(in_tmp, target=gpu_target, model="small", steps=40, interval=40, batch=16, lr="1e-3"),
                         in_tmp / "small")
     record = train(paths, paths["checkpoint"], in_tmp / "run")
     losses = [s["loss"] for s in record["steps"]]

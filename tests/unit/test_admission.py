@@ -40,7 +40,7 @@ def test_mutation_is_refused_by_its_owner(name, base_key, owner, mutate, fragmen
 
 
 # ---------------------------------------------------------------------------- good plans
-TARGET_MODELS = [(t, m) for t in ("cpu", "h200", "rtx3090", "gb10") for m in ("tiny", "small", "gpt2-124m")]
+TARGET_MODELS = [(t, m) for t in ("cpu", "h200", "h100", "rtx3090", "gb10") for m in ("tiny", "small", "gpt2-124m")]
 
 
 @pytest.mark.parametrize("target, model", TARGET_MODELS, ids=[f"{t}-{m}" for t, m in TARGET_MODELS])

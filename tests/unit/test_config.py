@@ -29,7 +29,7 @@ def test_defaults_resolve_exactly():
     ({"colour": "red"}, "unknown key 'colour'"),
     ({"steps": "many"}, "key 'steps' is 'many' (str); it must be integer"),
     ({"batch": 1.5}, "key 'batch' is 1.5"),
-    ({"target": "tpu"}, "key 'target' is 'tpu'; choose one of cpu, h200, rtx3090, gb10"),
+    ({"target": "tpu"}, "key 'target' is 'tpu'; choose one of cpu, h200, h100, rtx3090, gb10"),
     ({"model": "gpt5"}, "key 'model' is 'gpt5'"),
     ({"steps": 301}, "key 'steps' is 301; it must be a multiple of interval (200)"),
     ({"heads": 5}, "key 'heads' is 5; it must divide width (64)"),
@@ -93,3 +93,16 @@ def test_the_learners_numbers_at_binary32s_edges_resolve():
     config = resolve(DEFAULTS | {"lr": "2e-38", "beta1": "0.99999994", "beta2": "0.99999994", "loss_scale": 2**127,
                                  "eps": "1e-37"})
     assert config.learner.loss_scale == 2**127 and config.learner.lr == Fraction(2, 10**38)
+
+
+def test_each_gpu_target_is_found_by_its_cards_name():
+    """The GPU tests and benchmarks build for the target whose card the driver names (tests/cuda_probe.py):
+    each profile's card name leads back to it, and a card no profile names to none."""
+    from cuda_probe import card_target
+    from coppelius.config import TARGETS_DIR
+    for path in sorted(TARGETS_DIR.glob("*.yaml")):
+        card = yaml.safe_load(path.read_text())["card"]
+        if path.stem != "cpu":
+            assert card_target(card) == path.stem, (card, path.stem)
+    assert card_target("NVIDIA H100 80GB HBM3") == "h100" and card_target("NVIDIA H200") == "h200"
+    assert card_target("NVIDIA A100-SXM4-80GB") is None

@@ -6,7 +6,8 @@ test_tensor_cores_gpu.TOL_ATTN_BWD relative to the largest value). The inputs (o
 forward of the same qkv. Each time is also given as GB/s of the bytes the launch must move at least (attention_bytes):
 at small's T = 256 the bytes, not the FLOPs, are the floor (docs/notes/gpu-speed.md, thirty-sixth session).
     [AB_SHAPES=small] python bench/experiments/attention_backward_ab.py before.cubin after.cubin ...   (a CUDA card,
-repository root; AB_SHAPES: the shapes to run, by name, comma-separated; default all)"""
+repository root; AB_SHAPES: the shapes to run, by name, comma-separated; default all; AB_ROUNDS: rounds of the
+backward, default 3: gpt2's spread on the H100 was ~65 us wide in 3)"""
 import os
 import sys
 from pathlib import Path
@@ -58,12 +59,13 @@ def main(paths: list[str]) -> None:
                     "out": gpu.put(out), "lse": gpu.put(lse), "B": B, "T": T, "C": C, "NH": NH}
             runs.append((stem, gpu, args, gpu.prepare("attention_backward", args)))
         times = {stem: [] for stem, *_ in runs}
-        for _ in range(3):
+        for _ in range(int(os.environ.get("AB_ROUNDS", "3"))):
             for stem, gpu, _, go in runs:
                 times[stem].append(gpu.timer(go, reps=20) * 1000)
         flop, bwd_bytes = 2.5 * tc.attention_flops(B, T, C, NH), attention_bytes("attention_backward", B, T, C, NH)
         print(f"{label} B={B} T={T} C={C} NH={NH}: " + "  ".join(
-            f"{stem} {min(t):.1f}-{max(t):.1f} us ({flop / min(t) / 1e6:.0f} TF/s, {bwd_bytes / min(t) / 1e3:.0f} GB/s)"
+            f"{stem} {min(t):.1f}-{max(t):.1f} us, median {np.median(t):.1f} ({flop / min(t) / 1e6:.0f} TF/s, "
+            f"{bwd_bytes / min(t) / 1e3:.0f} GB/s)"
             for stem, t in times.items()))
         bs = [0, B - 1]
         want = ref.attention_backward(dout[bs].astype(np.float64), qkv[bs].astype(np.float64),

@@ -37,9 +37,9 @@ static int check_card(cuda_device* d, const cuda_card* wanted, uint64_t arena_by
     snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
     if (strcmp(name, wanted->card) != 0 || strcmp(arch, wanted->arch) != 0 || total < arena_bytes)
         return fail(f, "card check: this card is %s (%s, %llu bytes), the host ELF was built and admitted for %s (%s, "
-                    "%llu bytes) (target '%s'); run it on that card, or build the target for this one", name, arch,
-                    (unsigned long long)total, wanted->card, wanted->arch, (unsigned long long)arena_bytes,
-                    wanted->target);
+                    "%llu bytes) (target '%s'); run it on that card, or build the target whose "
+                    "config/targets/NAME.yaml names this card", name, arch, (unsigned long long)total, wanted->card,
+                    wanted->arch, (unsigned long long)arena_bytes, wanted->target);
     if (version < wanted->driver_version)
         return fail(f, "card check: the NVIDIA driver supports CUDA %d.%d (cuDriverGetVersion %d); "
                     "the host ELF's image needs CUDA %d.%d or later; install a newer NVIDIA driver",

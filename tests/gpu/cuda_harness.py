@@ -110,7 +110,7 @@ def check_card(identity: dict, description: dict) -> None:
     raise CoppeliusError(
         f"card check: this card is {description['card']} ({description['arch']}, {description['memory_bytes']} "
         f"bytes), the host ELF was built and admitted for {wanted} (target {identity.get('target')!r}); "
-        f"run it on that card, or build the target for this one")
+        f"run it on that card, or build the target whose config/targets/NAME.yaml names this card")
 
 
 class CudaDevice(Device):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fills .whl/ (git-ignored through .git/info/exclude) with what the lent H200's python3 (3.12, no network) lacks
-# for the whole pipeline, for bench/h200_session.sh and one-off device calls to install:
+# for the whole pipeline, for bench/gpu_session.sh and one-off device calls to install:
 #   python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl
 #   tar -xJf .whl/ziglang-*-trimmed.tar.xz -C /tmp/site; export PYTHONPATH=/tmp/site:$PWD
 # The wheels are this checkout's venv's versions (.venv, pyproject's pins), downloaded for cp312; zig is the venv's

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One lent-H200 call: check the tensor-core kernels, run them under compute-sanitizer, profile the
-# update piece of each model and benchmark against the peer, logs and results under $OUT.
-#   [SANITIZE=PYTEST_K] [BENCH_TIMEOUT=S] bench/h200_session.sh STEPS PROFILE_REPS PEER_MODES [BASELINE_TREE] [PYTEST_K]
+# One lent-card call (H200 or H100: the benchmark builds the card's target): check the tensor-core kernels, run
+# them under compute-sanitizer, profile the update piece of each model and benchmark against the peer, logs and
+# results under $OUT.
+#   [SANITIZE=PYTEST_K] [BENCH_TIMEOUT=S] bench/gpu_session.sh STEPS PROFILE_REPS PEER_MODES [BASELINE_TREE] [PYTEST_K]
 # Wheels the device lacks are installed from .whl/ first (bench/device_wheels.sh fills it). When
 # BASELINE_TREE is given (a copy of an earlier tree), its update piece is profiled too, without
 # the peer, for a before/after table from one machine. SANITIZE names the tests (pytest -k) run under

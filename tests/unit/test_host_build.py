@@ -55,3 +55,27 @@ def test_a_compiler_error_is_one_line(tmp_path):
     assert "bad.c" in str(caught.value) and "undeclared" in str(caught.value) and "\n" not in str(caught.value)
     with pytest.raises(CoppeliusError, match="riscv64"):
         compile_program("riscv64", [bad], tmp_path / "bad")
+
+
+def test_two_host_elfs_compile_the_runtime_with_the_same_command(tmp_path, monkeypatch):
+    """Zig's cache keys an object by its source and its command line: the runtime's C files must be compiled with
+    flags that name nothing of one link (its tables' temporary folder), or every host ELF recompiles them all
+    (~10 s on 2 cores; a chain whose plan alone changed now rebuilds in ~0.3 s). The real compiler runs; its command
+    lines are recorded on the way."""
+    from coppelius.host import build
+    commands = []
+    run = subprocess.run
+
+    def recording(command, **kwargs):
+        commands.append(command)
+        return run(command, **kwargs)
+    monkeypatch.setattr(build.subprocess, "run", recording)
+    identity = {"target": "cpu", "card": "numpy reference", "arch": "cpu", "plan_sha256": "0" * 64}
+    for i, blob in enumerate((b"first tables", b"second tables, longer")):
+        build.link_host_executable(tmp_path / f"host{i}.elf", "x86_64", identity, {"tables": blob})
+    runtime = [c for c in commands if str(HOST_DIR / "main.c") in c]
+    # the link's own files (the tables' object, the executable) may name its folder; no compiler flag may
+    named = [[a for a in c if "coppelius-link-" in a] for c in runtime]
+    assert len(runtime) == 2 and all([Path(a).name for a in n] == ["sections.o", "host.elf"] for n in named), named
+    assert [a for a in runtime[0] if a not in named[0]] == [a for a in runtime[1] if a not in named[1]]
+    assert (tmp_path / "host0.elf").read_bytes() != (tmp_path / "host1.elf").read_bytes()

@@ -1,7 +1,6 @@
 """Is there a CUDA device here? Asked without importing anything that needs one."""
 import ctypes
 import ctypes.util
-from pathlib import Path
 
 
 def cuda_device_count() -> int:
@@ -31,10 +30,7 @@ def cuda_card_name() -> str | None:
 def card_target(card: str | None = None) -> str | None:
     """The target (config/targets/NAME.yaml) whose card is `card`, by default device 0's: the GPU tests and
     benchmarks build for it. None where there is no device or no profile names it."""
-    import yaml
+    from coppelius.config import TARGETS_DIR, target_profile
     card = card or cuda_card_name()
-    targets = Path(__file__).resolve().parent.parent / "config" / "targets"
-    for path in sorted(targets.glob("*.yaml")):
-        if card is not None and yaml.safe_load(path.read_text()).get("card") == card:
-            return path.stem
-    return None
+    names = sorted(path.stem for path in TARGETS_DIR.glob("*.yaml"))
+    return next((name for name in names if card is not None and target_profile(name)["card"] == card), None)

@@ -206,7 +206,7 @@ def elf(config_path: str, plan_path: str, realize_dir: str, tables_dir: str, cer
                     "plan_sha256": canonical.sha256(data["plan"]),
                     "realization_sha256": canonical.digest({k: canonical.sha256(data[k]) for k in REALIZED}),
                     "certificate_sha256": canonical.sha256(data["certificate"]),
-                    "memory_bytes": load_plan(plan_path)["arena"]["bytes"]}  # the card check holds the card to it
+                    "memory_bytes": json.loads(data["plan"])["arena"]["bytes"]}  # the card check holds the card to it
         certificate.verify(certificate_path, data["certificate"], {k: v for k, v in data.items() if k != "certificate"},
                            "admit these artifacts with `coppelius admit` (or `snakemake`) for this target "
                            "and build from its certificate", identity)

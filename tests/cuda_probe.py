@@ -3,15 +3,18 @@ import ctypes
 import ctypes.util
 
 
+def _driver():
+    """The CUDA driver library, or None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
+    except OSError:
+        return None
+
+
 def cuda_device_count() -> int:
     """Devices the CUDA driver sees; 0 where there is no driver or no device."""
-    name = ctypes.util.find_library("cuda") or "libcuda.so.1"
-    try:
-        driver = ctypes.CDLL(name)
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+    driver, count = _driver(), ctypes.c_int(0)
+    if driver is None or driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
 
@@ -20,8 +23,7 @@ def cuda_card_name() -> str | None:
     """Device 0's name as the driver reports it (cuDeviceGetName); None where there is no device."""
     if cuda_device_count() == 0:
         return None
-    driver = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
-    device, name = ctypes.c_int(0), ctypes.create_string_buffer(256)
+    driver, device, name = _driver(), ctypes.c_int(0), ctypes.create_string_buffer(256)
     if driver.cuDeviceGet(ctypes.byref(device), 0) != 0 or driver.cuDeviceGetName(name, 255, device) != 0:
         return None
     return name.value.decode()

@@ -44,14 +44,20 @@ def main(paths: list[str]) -> None:
         first.sync()
         out, lse = first.get(p_out, np.float16, B * T * C), first.get(p_lse, np.float32, B * NH * T)
         first.free_all()
-        forwards = {}
-        for stem, gpu in gpus:  # the forward too, each cubin's own launch on the same qkv
-            fwd = gpu.prepare("attention_forward", {"out": gpu.alloc(B * T * C * 2), "lse": gpu.alloc(B * NH * T * 4),
-                                                    "qkv": gpu.put(qkv), "B": B, "T": T, "C": C, "NH": NH})
+        forwards, other_bits = {}, {}
+        for stem, gpu in gpus:  # the forward too, each cubin's own launch on the same qkv, its bits against the first's
+            args = {"out": gpu.alloc(B * T * C * 2), "lse": gpu.alloc(B * NH * T * 4), "qkv": gpu.put(qkv),
+                    "B": B, "T": T, "C": C, "NH": NH}
+            fwd = gpu.prepare("attention_forward", args)
             forwards[stem] = min(gpu.timer(fwd, reps=20) for _ in range(3)) * 1000
+            gpu.sync()
+            mine = (gpu.get(args["out"], np.float16, B * T * C), gpu.get(args["lse"], np.float32, B * NH * T))
+            other_bits[stem] = sum(int(np.count_nonzero(a.view(np.uint8) != b.view(np.uint8)))
+                                   for a, b in zip(mine, (out, lse)))
             gpu.free_all()
         fwd_bytes = attention_bytes("attention_forward", B, T, C, NH)
-        print(f"{label} forward: " + "  ".join(f"{stem} {us:.1f} us ({fwd_bytes / us / 1e3:.0f} GB/s)"
+        print(f"{label} forward: " + "  ".join(f"{stem} {us:.1f} us ({fwd_bytes / us / 1e3:.0f} GB/s,"
+                                                f" {other_bits[stem]} bytes of out and lse not the first's)"
                                                 for stem, us in forwards.items()))
         runs = []
         for stem, gpu in gpus:

@@ -8,7 +8,7 @@ the bytes back and loads straight to registers without them).
 
 The eight tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most
 48 KiB (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention
-backward (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
+forward (56 KiB) and backward (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
 matmuls: a 1-D grid of output tiles (matmul_forward_gelu's and matmul_forward_stats' geometry is matmul_forward's,
 matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the six take
 matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
@@ -31,7 +31,8 @@ The archs other than sm_90 have not been measured: they keep these rules.
 attention: 128 threads (4 warps). forward: one block per 64 query rows per (head, batch);
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported. On the
-WGMMA_ARCHS a head-size-64 key block double-buffers its query tiles (64.5 KiB, opted in; three blocks an SM).
+WGMMA_ARCHS a head-size-64 key block double-buffers its query tiles (64.5 KiB, opted in; three blocks an SM), and
+a head-size-64 forward block loads its K/V tiles two ahead (ATTENTION_FORWARD_STAGES; 56 KiB, still four an SM).
 """
 
 from fractions import Fraction
@@ -94,6 +95,7 @@ SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (
 
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
+ATTENTION_FORWARD_STAGES = 3  # K/V stages of the wgmma forward at head size 64 (attention.cuh: COPTC_ATTN_FWD_STAGES)
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
 # The archs whose training step fuses the loss's statistics into the lm head (lm_head_leaves_stats), where its wide
@@ -228,7 +230,8 @@ def attention_shared_bytes(kernel: str, hsp: int, arch: str = "any") -> int:
     row = hsp * 2  # bytes of one fp16 row
     if kernel == "attention_forward":
         bc = 64 if hsp <= 64 else 32
-        return (ATTENTION_ROWS + 2 * 2 * bc) * row  # Q + 2 stages of K and V
+        stages = ATTENTION_FORWARD_STAGES if arch in WGMMA_ARCHS and hsp == 64 else 2
+        return (ATTENTION_ROWS + 2 * stages * bc) * row  # Q + the stages of K and V
     brk = 64 if hsp <= 64 else 16       # key block: query tile
     query_stages = 2 if arch in WGMMA_ARCHS and hsp == 64 else 1  # the wgmma key block double-buffers them
     keys = (2 * ATTENTION_ROWS + 3 * brk * query_stages) * row + 2 * brk * 4  # K, V; Q, dO, out tiles; lse, D rows

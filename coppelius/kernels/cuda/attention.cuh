@@ -40,8 +40,12 @@ constexpr float LN2 = 0.6931471805599453f;
 // gpt2's shape on the H200, docs/notes/gpu-speed.md); its HSP 128 path spills 104 bytes at that cap
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define COPTC_ATTN_FWD_MIN_BLOCKS 4
+#ifndef COPTC_ATTN_FWD_STAGES  // the wgmma forward's K/V stages (AttnTiles::FWD_STAGES)
+#define COPTC_ATTN_FWD_STAGES 3
+#endif
 #else
 #define COPTC_ATTN_FWD_MIN_BLOCKS COPTC_ATTN_MIN_BLOCKS
+#define COPTC_ATTN_FWD_STAGES 2
 #endif
 
 // Tile constants (formats/geometry.py mirrors them).
@@ -49,7 +53,10 @@ constexpr int AT_THREADS = 128;  // 4 warps
 constexpr int AT_BR = 64;        // query rows of a forward block / of a backward query block
 constexpr int AT_BCK = 64;       // keys of a backward key block
 template <int HSP> struct AttnTiles {
-    static constexpr int FWD_BC = HSP <= 64 ? 64 : 32;  // forward: keys a tile (2 stages)
+    static constexpr int FWD_BC = HSP <= 64 ? 64 : 32;  // forward: keys a tile
+    // forward: K/V stages; sm_90a's HSP 64 loads two tiles ahead (56 KiB, opted in; still four blocks an SM): a
+    // tile's products are shorter than a load's latency under load (docs/notes/gpu-speed.md, thirty-eighth session)
+    static constexpr int FWD_STAGES = HSP == 64 ? COPTC_ATTN_FWD_STAGES : 2;
     static constexpr int BWD_BRK = HSP <= 64 ? 64 : 16; // backward key block: queries a tile
     static constexpr int BWD_BCQ = HSP <= 64 ? 64 : 32; // backward query block: keys a tile
     static constexpr int BWD_QST = HSP <= 64 ? 2 : 1;   // backward query block: key tile stages
@@ -159,16 +166,16 @@ template <bool TWO>
 __device__ __forceinline__ void at_wg_nt(float (&acc)[8][4], const __half* a, const __half* b,
                                          float (&acc2)[8][4], const __half* a2, const __half* b2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const unsigned long long da = wg_desc(a, 16, 1024, 1), db = wg_desc(b, 16, 1024, 1);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n64k16<0, 0>(acc, wg_desc(a + kk * 16, 16, 1024, 1), wg_desc(b + kk * 16, 16, 1024, 1),
-                                  kk > 0);
+        wgmma_m64n64k16<0, 0>(acc, wg_desc_step(da, kk * 32), wg_desc_step(db, kk * 32), kk > 0);
     if constexpr (TWO) {
+        const unsigned long long da2 = wg_desc(a2, 16, 1024, 1), db2 = wg_desc(b2, 16, 1024, 1);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-            wgmma_m64n64k16<0, 0>(acc2, wg_desc(a2 + kk * 16, 16, 1024, 1), wg_desc(b2 + kk * 16, 16, 1024, 1),
-                                  kk > 0);
+            wgmma_m64n64k16<0, 0>(acc2, wg_desc_step(da2, kk * 32), wg_desc_step(db2, kk * 32), kk > 0);
     }
     wg_commit();
     wg_wait<0>();
@@ -191,13 +198,14 @@ template <bool TWO>
 __device__ __forceinline__ void at_wg_pv_async(float (&acc)[8][4], const unsigned (&a)[4][4], const __half* tile,
                                                float (&acc2)[8][4], const unsigned (&a2)[4][4], const __half* tile2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const unsigned long long d = wg_desc(tile, 8192, 1024, 1);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_rs<1>(acc, a[kk], wg_desc(tile + kk * 16 * 64, 8192, 1024, 1));
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_rs<1>(acc, a[kk], wg_desc_step(d, kk * 16 * 64 * 2));
     if constexpr (TWO) {
+        const unsigned long long d2 = wg_desc(tile2, 8192, 1024, 1);
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-            wgmma_m64n64k16_rs<1>(acc2, a2[kk], wg_desc(tile2 + kk * 16 * 64, 8192, 1024, 1));
+        for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_rs<1>(acc2, a2[kk], wg_desc_step(d2, kk * 16 * 64 * 2));
     }
     wg_commit();
 #endif
@@ -246,10 +254,53 @@ __device__ __forceinline__ void at_mm_pv(float (*acc)[4], const float (*p)[4], c
     }
 }
 
+// A quad's 4 x 4 words transposed (lane q of the quad ends with word q of each lane, in lane order): two exchanges
+// of two words, with the lanes 2 apart, then 1 apart.
+__device__ __forceinline__ void at_quad_transpose(unsigned (&w)[4], int lane) {
+    const bool hi = lane & 2;
+    unsigned a = __shfl_xor_sync(0xffffffffu, hi ? w[0] : w[2], 2);
+    unsigned c = __shfl_xor_sync(0xffffffffu, hi ? w[1] : w[3], 2);
+    if (hi) w[0] = a, w[1] = c;
+    else w[2] = a, w[3] = c;
+    const bool odd = lane & 1;
+    a = __shfl_xor_sync(0xffffffffu, odd ? w[0] : w[1], 1);
+    c = __shfl_xor_sync(0xffffffffu, odd ? w[2] : w[3], 1);
+    if (odd) w[0] = a, w[2] = c;
+    else w[1] = a, w[3] = c;
+}
+
 // Store a warp's 16 x HSP accumulator (times mul) to rows t0.. of a (B,T,*) tensor, row stride rs.
 template <int HSP>
 __device__ __forceinline__ void at_store(__half* g, size_t rs, const float (*acc)[4], float mul, int t0, int T,
                                          int hs, bool pair_ok, int lane) {
+    // Whole rows of 16-byte stores (a store instruction covers 64 bytes of each of 8 rows: whole sectors), the
+    // quad's fragments transposed first: the fragments' 4-byte stores filled half of each sector they wrote (ncu,
+    // small's backward, H100, 2026-12-05). Not at HSP 128: its forward, at the register cap already, would spill
+    // another 104 bytes.
+    if constexpr (HSP == 32 || HSP == 64) {
+        if (hs == HSP && (rs & 7) == 0 && aligned16(g)) {
+            const int q = lane & 3;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int t = t0 + (lane >> 2) + h * 8;
+#pragma unroll
+                for (int k = 0; k < HSP / 32; ++k) {
+                    unsigned w[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const float* a = acc[4 * k + j];
+                        const __half2 v = __floats2half2_rn(a[2 * h] * mul, a[2 * h + 1] * mul);
+                        w[j] = *reinterpret_cast<const unsigned*>(&v);
+                    }
+                    at_quad_transpose(w, lane);
+                    if (t < T)
+                        *reinterpret_cast<uint4*>(g + (size_t)t * rs + (4 * k + q) * 8) =
+                            make_uint4(w[0], w[1], w[2], w[3]);
+                }
+            }
+            return;
+        }
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int t = t0 + (lane >> 2) + h * 8;
@@ -267,6 +318,23 @@ __device__ __forceinline__ void at_store(__half* g, size_t rs, const float (*acc
             }
         }
     }
+}
+
+// The largest of a warp row's scores in C fragments p (half r: elements 2r, 2r + 1 of each), as a tree: a chain of
+// 2N dependent maxima was the forward's longest fixed-latency wait. The max of the same values in any order is the
+// same value (fmaxf drops a NaN either way), so the bits are the chain's.
+template <int N, int R>
+__device__ __forceinline__ float at_row_max(const float (*p)[4]) {
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = fmaxf(p[i][2 * R], p[i][2 * R + 1]);
+    if constexpr (N >= 8) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = fmaxf(v[i], v[i + 4]);
+    }
+    if constexpr (N >= 4) v[0] = fmaxf(v[0], v[2]), v[1] = fmaxf(v[1], v[3]);
+    static_assert(N == 2 || N == 4 || N == 8, "a tile of 16, 32 or 64 keys");
+    return fmaxf(fmaxf(v[0], v[1]), COPTC_NEG_INF);
 }
 
 template <int N, typename X>  // accumulators (float) or packed fp16 fragments (unsigned)
@@ -306,8 +374,9 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
     constexpr bool WG = AT_WGMMA && HSP == 64;
     extern __shared__ __align__(1024) unsigned char coptc_smem[];
     __half* sQ = reinterpret_cast<__half*>(coptc_smem);
-    __half* sK = sQ + BR * HSP;       // [2][BC][HSP]
-    __half* sV = sK + 2 * BC * HSP;   // [2][BC][HSP]
+    constexpr int STAGES = AttnTiles<HSP>::FWD_STAGES;
+    __half* sK = sQ + BR * HSP;            // [STAGES][BC][HSP]
+    __half* sV = sK + STAGES * BC * HSP;   // [STAGES][BC][HSP]
 
     const int hs = C / NH;
     const int b = blockIdx.z, h = blockIdx.y;
@@ -325,10 +394,20 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
     const int last = min(q0 + BR, T) - 1;
     const int nkv = last / BC + 1;
 
+    // commit group j holds K/V tile j (the first also Q); tile j is loaded STAGES - 1 tiles ahead, into stage j % STAGES
     at_load<BR, HSP>(sQ, gq, q0, T, hs, rs, vec);
     at_load<BC, HSP>(sK, gk, 0, T, hs, rs, vec);
     at_load<BC, HSP>(sV, gv, 0, T, hs, rs, vec);
     cp_async_commit();
+#pragma unroll
+    for (int j = 1; j < STAGES - 1; ++j) {
+        if (j < nkv) {
+            at_load<BC, HSP>(sK + j * BC * HSP, gk, j * BC, T, hs, rs, vec);
+            at_load<BC, HSP>(sV + j * BC * HSP, gv, j * BC, T, hs, rs, vec);
+        }
+        cp_async_commit();
+    }
+    auto stage = [](int j) { return (STAGES == 2 ? j & 1 : j % STAGES) * BC * HSP; };
 
     unsigned qf[KT][4];
     float o[ND][4];
@@ -341,17 +420,18 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
     // test every element's mask was if-converted into ~4 instructions an element of every tile)
     auto tile = [&](const int j, auto masked) {
         constexpr bool MASKED = decltype(masked)::value;
-        if (j + 1 < nkv) {
-            at_load<BC, HSP>(sK + ((j + 1) & 1) * BC * HSP, gk, (j + 1) * BC, T, hs, rs, vec);
-            at_load<BC, HSP>(sV + ((j + 1) & 1) * BC * HSP, gv, (j + 1) * BC, T, hs, rs, vec);
+        const int ahead = j + STAGES - 1;
+        if (ahead < nkv) {
+            at_load<BC, HSP>(sK + stage(ahead), gk, ahead * BC, T, hs, rs, vec);
+            at_load<BC, HSP>(sV + stage(ahead), gv, ahead * BC, T, hs, rs, vec);
         }
         cp_async_commit();
-        cp_async_wait<1>();
+        cp_async_wait<STAGES - 1>();
         if (WG) at_fence_async();
         __syncthreads();
         if (!WG && j == 0) at_frag_a<HSP>(qf, sQ, warp * 16, lane);
-        const __half* k_s = sK + (j & 1) * BC * HSP;
-        const __half* v_s = sV + (j & 1) * BC * HSP;
+        const __half* k_s = sK + stage(j);
+        const __half* v_s = sV + stage(j);
 
         float s[NKV][4];
         if constexpr (WG) {
@@ -362,17 +442,17 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
         }
 
         const int k0 = j * BC;
-        float mx[2] = {COPTC_NEG_INF, COPTC_NEG_INF};  // of the raw scores: scaling by sc > 0 keeps the max
+        if constexpr (MASKED) {
 #pragma unroll
-        for (int ni = 0; ni < NKV; ++ni)
+            for (int ni = 0; ni < NKV; ++ni)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if constexpr (MASKED) {
+                for (int e = 0; e < 4; ++e) {
                     const int key = k0 + ni * 8 + t2 + (e & 1), q = qw + g + (e >> 1) * 8;
                     if (key > q || key >= T) s[ni][e] = COPTC_NEG_INF;
                 }
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[ni][e]);
-            }
+        }
+        // of the raw scores: scaling by sc > 0 keeps the max
+        float mx[2] = {at_row_max<NKV, 0>(s), at_row_max<NKV, 1>(s)};
         float alpha[2], mu[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -408,7 +488,7 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
         } else {
             at_mm_pv<HSP, BC>(o, s, v_s, lane);
         }
-        __syncthreads();  // this stage is loaded again two tiles on
+        __syncthreads();  // this stage is loaded again in the next tile
     };
     const int unmasked = min(q0 + 1, T) / BC;  // tiles no row of the block masks any key of
     for (int j = 0; j < unmasked; ++j) tile(j, AtBool<false>{});

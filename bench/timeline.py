@@ -1,0 +1,153 @@
+"""The native host's training step on the card as a timeline: every kernel of its step graph with its start and end
+(CUPTI's activity records, through bench/timeline/cupti_timeline.c loaded by the driver as an injection library), so
+what runs side by side (waits.c orders only commands that share a written byte), where the card idles between
+kernels and how long each kernel really takes inside the graph can be read, which profile_gpu.py's commands one by
+one cannot show.
+    bash bench/timeline/build.sh            # here (needs PyPI): .timeline/ holds CUPTI and the injection library
+    python bench/timeline.py [--models small] [--steps 30] [--out bench/results]   # on the card, carry .timeline
+Writes timeline-MODEL-DATE.md (and the raw CSV beside it) and prints the summary: per step (the median over the
+steps after three warm-up ones) its period, the time no kernel runs, the time one, two or more run, the kernels'
+in-graph times, and the longest idle gaps with the kernels on either side.
+"""
+import argparse
+import csv
+import datetime
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+STEP_FIRST = "encoder_forward"  # the first kernel of a training step's update piece
+STEP_LAST = "adamw"             # a kernel only the update piece runs
+WARM_UP = 3
+
+
+def read(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{**row, "start": int(row["start_ns"]), "end": int(row["end_ns"])} for row in csv.DictReader(f)]
+
+
+def steps(rows: list[dict]) -> list[tuple[int, int, list[dict]]]:
+    """(start, next step's start, kernels) of each update step with a step after it, warm-up steps left out."""
+    rows = sorted(rows, key=lambda r: r["start"])
+    starts = [i for i, r in enumerate(rows) if r["name"] == STEP_FIRST]
+    found = []
+    for a, b in zip(starts, starts[1:]):
+        kernels = rows[a:b]
+        if any(r["name"] == STEP_LAST for r in kernels):
+            found.append((rows[a]["start"], rows[b]["start"], kernels))
+    return found[WARM_UP:]
+
+
+def concurrency(start: int, end: int, kernels: list[dict]) -> dict[int, int]:
+    """Nanoseconds of [start, end) during which exactly k kernels run, for each k (0: the card idles)."""
+    events = sorted([(max(r["start"], start), 1) for r in kernels] + [(min(r["end"], end), -1) for r in kernels])
+    spans, running, at = defaultdict(int), 0, start
+    for t, change in events:
+        spans[running] += max(0, t - at)
+        at, running = max(at, t), running + change
+    spans[running] += max(0, end - at)
+    return dict(spans)
+
+
+def gaps(start: int, end: int, kernels: list[dict]) -> list[tuple[int, str, str]]:
+    """(ns, kernel that ended last before, kernel that starts after) of each interval no kernel runs in."""
+    found, busy_until, last = [], start, "(step start)"
+    for r in sorted(kernels, key=lambda r: r["start"]):
+        if r["start"] > busy_until:
+            found.append((r["start"] - busy_until, last, r["name"]))
+        if r["end"] > busy_until:
+            busy_until, last = r["end"], r["name"]
+    if end > busy_until:
+        found.append((end - busy_until, last, "(next step)"))
+    return found
+
+
+def alone(kernel: dict, others: list[dict]) -> int:
+    """Nanoseconds of the kernel's run during which no other kernel runs."""
+    overlaps = sorted((max(o["start"], kernel["start"]), min(o["end"], kernel["end"])) for o in others
+                      if o is not kernel and o["start"] < kernel["end"] and o["end"] > kernel["start"])
+    covered, until = 0, kernel["start"]
+    for a, b in overlaps:
+        a = max(a, until)
+        if b > a:
+            covered, until = covered + b - a, b
+    return kernel["end"] - kernel["start"] - covered
+
+
+def summary(found: list[tuple[int, int, list[dict]]]) -> dict:
+    """Medians over the steps (microseconds): period, time at each concurrency, per kernel name its launches, in-graph
+    time and time alone; the idle gaps by the kernels around them (mean us a step)."""
+    us = lambda ns: ns / 1000  # noqa: E731
+    periods, levels, names, gap_sum = [], defaultdict(list), defaultdict(lambda: defaultdict(list)), defaultdict(int)
+    for start, end, kernels in found:
+        periods.append(us(end - start))
+        spans = concurrency(start, end, kernels)
+        for k in range(max(spans) + 1):
+            levels[k].append(us(spans.get(k, 0)))
+        per_name = defaultdict(lambda: [0, 0, 0])
+        for r in kernels:
+            entry = per_name[r["name"]]
+            entry[0] += 1
+            entry[1] += r["end"] - r["start"]
+            entry[2] += alone(r, kernels)
+        for name, (count, total, solo) in per_name.items():
+            names[name]["launches"].append(count)
+            names[name]["us"].append(us(total))
+            names[name]["alone_us"].append(us(solo))
+        for ns, before, after in gaps(start, end, kernels):
+            gap_sum[(before, after)] += ns
+    median = statistics.median
+    return {"steps": len(found), "period_us": median(periods),
+            "concurrency_us": {k: median(v + [0] * (len(found) - len(v))) for k, v in sorted(levels.items())},
+            "kernels": sorted(({"kernel": n, "launches": median(v["launches"]), "us": median(v["us"]),
+                                "alone_us": median(v["alone_us"])} for n, v in names.items()),
+                              key=lambda e: -e["us"]),
+            "gaps": sorted(((us(ns) / len(found), b, a) for (b, a), ns in gap_sum.items()), reverse=True)}
+
+
+def markdown(model: str, s: dict, device: str, date: str) -> str:
+    lines = [f"# Step timeline: {model} ({device}, {date}; bench/timeline.py, CUPTI)", "",
+             f"Median of {s['steps']} steps: period {s['period_us']:.1f} us; "
+             + ", ".join(f"{k} kernels running {v:.1f} us" for k, v in s["concurrency_us"].items()) + ".", "",
+             "| kernel | launches | us in the graph | us alone (no other kernel running) |", "|---|---|---|---|"]
+    lines += [f"| {e['kernel']} | {e['launches']:g} | {e['us']:.1f} | {e['alone_us']:.1f} |" for e in s["kernels"]]
+    lines += ["", "Idle gaps (no kernel running), us a step, by the kernels around them:", "",
+              "| us | after | before |", "|---|---|---|"]
+    lines += [f"| {u:.2f} | {b} | {a} |" for u, b, a in s["gaps"][:25]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="small")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args()
+    library = ROOT / ".timeline" / "cupti_timeline.so"
+    if not library.exists():
+        raise SystemExit(f"timeline: {library} is missing; run bash bench/timeline/build.sh here and carry .timeline")
+    from train_gpu import BATCH, build_gpu
+    from cuda_probe import cuda_card_name
+    out, date, device = Path(args.out), datetime.date.today().isoformat(), cuda_card_name()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="coppelius-timeline-"))
+    for model in args.models.split(","):
+        paths = build_gpu(model, BATCH[model], args.steps, work)
+        trace = out / f"timeline-{model}-{date}.csv"
+        subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"],
+                        "--validation", paths["val"], "--out", str(work / f"{model}-run")], check=True,
+                       env={"CUDA_INJECTION64_PATH": str(library), "COPPELIUS_TIMELINE": str(trace)})
+        s = summary(steps(read(trace)))
+        text = markdown(model, s, device, date)
+        (out / f"timeline-{model}-{date}.md").write_text(text)
+        print(text, flush=True)
+
+
+if __name__ == "__main__":
+    main()

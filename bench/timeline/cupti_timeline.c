@@ -1,0 +1,76 @@
+// cupti_timeline.c: a CUDA injection library (CUDA_INJECTION64_PATH) that records every kernel the process runs, in
+// graphs too, with CUPTI's activity API, and writes one CSV line a kernel to $COPPELIUS_TIMELINE at exit:
+//   name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stream
+// It lets bench/timeline.py see the native host's own step graph (waits.c runs commands that share no written byte
+// side by side), which neither profile_gpu.py (commands one by one, or chained) nor ncu (one kernel at a time)
+// shows. Built by bench/timeline/build.sh against CUPTI's headers; a benchmark tool, not part of the product.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti.h>
+
+#define BUFFER_BYTES (8u << 20)
+#define ALIGN 8
+
+static FILE* out;
+
+static void check(CUptiResult r, const char* what) {
+    if (r == CUPTI_SUCCESS) return;
+    const char* text = "?";
+    cuptiGetResultString(r, &text);
+    fprintf(stderr, "cupti_timeline: %s failed: %s; check that libcupti matches the driver\n", what, text);
+    exit(1);
+}
+
+static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    *buffer = aligned_alloc(ALIGN, BUFFER_BYTES);
+    if (*buffer == NULL) {
+        fprintf(stderr, "cupti_timeline: out of memory for an activity buffer (%u bytes)\n", BUFFER_BYTES);
+        exit(1);
+    }
+    *size = BUFFER_BYTES;
+    *max_records = 0;  // as many as fit
+}
+
+static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
+                                      size_t valid) {
+    (void)context, (void)stream, (void)size;
+    CUpti_Activity* record = NULL;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+        if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+            continue;
+        const CUpti_ActivityKernel9* k = (const CUpti_ActivityKernel9*)record;
+        fprintf(out, "%s,%llu,%llu,%dx%dx%d,%d,%d,%u,%llu,%u\n", k->name ? k->name : "?",
+                (unsigned long long)k->start, (unsigned long long)k->end, k->gridX, k->gridY, k->gridZ, k->blockX,
+                k->dynamicSharedMemory, k->clusterX, (unsigned long long)k->graphNodeId, k->streamId);
+    }
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS && dropped)
+        fprintf(stderr, "cupti_timeline: %zu records dropped; raise BUFFER_BYTES\n", dropped);
+    free(buffer);
+}
+
+static void flush_at_exit(void) {
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    fclose(out);
+}
+
+// Called by the driver at cuInit when CUDA_INJECTION64_PATH names this library.
+int InitializeInjection(void) {
+    const char* path = getenv("COPPELIUS_TIMELINE");
+    if (path == NULL || *path == '\0') {
+        fprintf(stderr, "cupti_timeline: set COPPELIUS_TIMELINE to the CSV file to write\n");
+        return 0;
+    }
+    out = fopen(path, "w");
+    if (out == NULL) {
+        fprintf(stderr, "cupti_timeline: cannot write %s; name a writable file in COPPELIUS_TIMELINE\n", path);
+        return 0;
+    }
+    fprintf(out, "name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stream\n");
+    check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)");
+    atexit(flush_at_exit);
+    return 1;
+}

@@ -1,0 +1,53 @@
+"""bench/timeline.py's reading of a CUPTI kernel trace: steps found by their first and last kernels, the time at each
+concurrency, the idle gaps and a kernel's time alone, on a trace written here in the injection library's CSV format."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import timeline  # noqa: E402
+
+HEADER = "name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stream\n"
+
+
+def step_rows(t0: int) -> list[str]:
+    """One step of 100 us: encoder_forward 0-10, a weight gradient 10-50 beside an input gradient 20-40, idle 50-60,
+    adamw 60-90, idle to 100 (nanoseconds from t0 in thousands)."""
+    spans = [("encoder_forward", 0, 10), ("matmul_backward_weight", 10, 50), ("matmul_backward_input", 20, 40),
+             ("adamw", 60, 90)]
+    return [f"{name},{t0 + a * 1000},{t0 + b * 1000},1x1x1,128,0,1,0,7\n" for name, a, b in spans]
+
+
+def write_trace(tmp_path: Path, count: int) -> Path:
+    path = tmp_path / "trace.csv"
+    lines = [HEADER] + [line for i in range(count) for line in step_rows(i * 100_000)]
+    lines.append(f"encoder_forward,{count * 100_000},{count * 100_000 + 5000},1x1x1,128,0,1,0,7\n")  # an eval's start
+    path.write_text("".join(lines))
+    return path
+
+
+def test_steps_leave_out_the_warm_up_and_the_last_unbounded_step(tmp_path):
+    found = timeline.steps(timeline.read(write_trace(tmp_path, 6)))
+    assert [(a, b) for a, b, _ in found] == [(i * 100_000, (i + 1) * 100_000) for i in range(3, 6)]
+    assert all(len(kernels) == 4 for _, _, kernels in found)
+
+
+def test_concurrency_gaps_and_time_alone_of_a_step(tmp_path):
+    start, end, kernels = timeline.steps(timeline.read(write_trace(tmp_path, 5)))[0]
+    spans = timeline.concurrency(start, end, kernels)
+    assert spans == {0: 20_000, 1: 60_000, 2: 20_000}
+    assert timeline.gaps(start, end, kernels) == [(10_000, "matmul_backward_weight", "adamw"),
+                                                 (10_000, "adamw", "(next step)")]
+    weight = next(k for k in kernels if k["name"] == "matmul_backward_weight")
+    assert timeline.alone(weight, kernels) == 20_000
+
+
+def test_summary_and_its_markdown(tmp_path):
+    s = timeline.summary(timeline.steps(timeline.read(write_trace(tmp_path, 6))))
+    assert s["steps"] == 3 and s["period_us"] == 100
+    assert s["concurrency_us"] == {0: 20, 1: 60, 2: 20}
+    weight = next(e for e in s["kernels"] if e["kernel"] == "matmul_backward_weight")
+    assert (weight["launches"], weight["us"], weight["alone_us"]) == (1, 40, 20)
+    assert s["gaps"][0] == (10, "matmul_backward_weight", "adamw")
+    text = timeline.markdown("small", s, "NVIDIA H100 80GB HBM3", "2026-12-05")
+    assert "| matmul_backward_weight | 1 | 40.0 | 20.0 |" in text
+    assert "0 kernels running 20.0 us, 1 kernels running 60.0 us, 2 kernels running 20.0 us" in text

@@ -7,7 +7,9 @@ one cannot show.
     python bench/timeline.py [--models small] [--steps 30] [--out bench/results]   # on the card, carry .timeline
 Writes timeline-MODEL-DATE.md (and the raw CSV beside it) and prints the summary: per step (the median over the
 steps after three warm-up ones) its period, the time no kernel runs, the time one, two or more run, the kernels'
-in-graph times, and the longest idle gaps with the kernels on either side.
+in-graph times, the longest idle gaps with the kernels on either side, and the step boundary as the host sees it
+(driver calls: the wait's return after the step's last kernel, the host's work until the next graph launch, the
+launch, and its first kernel).
 """
 import argparse
 import csv
@@ -27,9 +29,11 @@ STEP_LAST = "adamw"             # a kernel only the update piece runs
 WARM_UP = 3
 
 
-def read(path: Path) -> list[dict]:
+def read(path: Path) -> tuple[list[dict], list[dict]]:
+    """(kernels, driver calls) of a trace, each with start and end in nanoseconds."""
     with open(path, newline="") as f:
-        return [{**row, "start": int(row["start_ns"]), "end": int(row["end_ns"])} for row in csv.DictReader(f)]
+        rows = [{**row, "start": int(row["start_ns"]), "end": int(row["end_ns"])} for row in csv.DictReader(f)]
+    return [r for r in rows if not r["name"].startswith("api:")], [r for r in rows if r["name"].startswith("api:")]
 
 
 def steps(rows: list[dict]) -> list[tuple[int, int, list[dict]]]:
@@ -80,11 +84,26 @@ def alone(kernel: dict, others: list[dict]) -> int:
     return kernel["end"] - kernel["start"] - covered
 
 
-def summary(found: list[tuple[int, int, list[dict]]]) -> dict:
+def boundary(kernels: list[dict], next_start: int, calls: list[dict]) -> dict | None:
+    """The host between a step's last kernel and the next step's first (ns): `wake`, the last kernel's end to the
+    return of the wait that saw it; `host`, that return to the next graph launch; `launch`, the launch call;
+    `first_kernel`, the launch's return to the next step's first kernel (the graph's copies and memsets before it)."""
+    last = max(r["end"] for r in kernels)
+    waits = [c for c in calls if "Synchronize" in c["name"] and c["end"] >= last and c["start"] <= next_start]
+    launches = [c for c in calls if c["name"] == "api:cuGraphLaunch" and last <= c["start"] <= next_start]
+    if not waits or not launches:
+        return None
+    woke, launch = min(c["end"] for c in waits), launches[-1]
+    return {"wake": woke - last, "host": launch["start"] - woke, "launch": launch["end"] - launch["start"],
+            "first_kernel": next_start - launch["end"]}
+
+
+def summary(found: list[tuple[int, int, list[dict]]], calls: list[dict] = ()) -> dict:
     """Medians over the steps (microseconds): period, time at each concurrency, per kernel name its launches, in-graph
     time and time alone; the idle gaps by the kernels around them (mean us a step)."""
     us = lambda ns: ns / 1000  # noqa: E731
     periods, levels, names, gap_sum = [], defaultdict(list), defaultdict(lambda: defaultdict(list)), defaultdict(int)
+    parts = defaultdict(list)
     for start, end, kernels in found:
         periods.append(us(end - start))
         spans = concurrency(start, end, kernels)
@@ -102,13 +121,17 @@ def summary(found: list[tuple[int, int, list[dict]]]) -> dict:
             names[name]["alone_us"].append(us(solo))
         for ns, before, after in gaps(start, end, kernels):
             gap_sum[(before, after)] += ns
+        seen = boundary(kernels, end, calls) if calls else None
+        for part, ns in (seen or {}).items():
+            parts[part].append(us(ns))
     median = statistics.median
     return {"steps": len(found), "period_us": median(periods),
             "concurrency_us": {k: median(v + [0] * (len(found) - len(v))) for k, v in sorted(levels.items())},
             "kernels": sorted(({"kernel": n, "launches": median(v["launches"]), "us": median(v["us"]),
                                 "alone_us": median(v["alone_us"])} for n, v in names.items()),
                               key=lambda e: -e["us"]),
-            "gaps": sorted(((us(ns) / len(found), b, a) for (b, a), ns in gap_sum.items()), reverse=True)}
+            "gaps": sorted(((us(ns) / len(found), b, a) for (b, a), ns in gap_sum.items()), reverse=True),
+            "boundary_us": {part: median(v) for part, v in parts.items()}}
 
 
 def markdown(model: str, s: dict, device: str, date: str) -> str:
@@ -120,6 +143,11 @@ def markdown(model: str, s: dict, device: str, date: str) -> str:
     lines += ["", "Idle gaps (no kernel running), us a step, by the kernels around them:", "",
               "| us | after | before |", "|---|---|---|"]
     lines += [f"| {u:.2f} | {b} | {a} |" for u, b, a in s["gaps"][:25]]
+    if s["boundary_us"]:
+        b = s["boundary_us"]
+        lines += ["", f"The step boundary (median us): the wait returns {b['wake']:.1f} after the last kernel ends; the "
+                  f"host works {b['host']:.1f} until the next cuGraphLaunch, which takes {b['launch']:.1f}; the next "
+                  f"step's first kernel starts {b['first_kernel']:.1f} after it returns."]
     return "\n".join(lines) + "\n"
 
 
@@ -143,7 +171,8 @@ def main() -> None:
         subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"],
                         "--validation", paths["val"], "--out", str(work / f"{model}-run")], check=True,
                        env={"CUDA_INJECTION64_PATH": str(library), "COPPELIUS_TIMELINE": str(trace)})
-        s = summary(steps(read(trace)))
+        kernels, calls = read(trace)
+        s = summary(steps(kernels), calls)
         text = markdown(model, s, device, date)
         (out / f"timeline-{model}-{date}.md").write_text(text)
         print(text, flush=True)

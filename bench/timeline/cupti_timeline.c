@@ -1,5 +1,6 @@
 // cupti_timeline.c: a CUDA injection library (CUDA_INJECTION64_PATH) that records every kernel the process runs, in
-// graphs too, with CUPTI's activity API, and writes one CSV line a kernel to $COPPELIUS_TIMELINE at exit:
+// graphs too, and every driver API call (named "api:cuGraphLaunch" and so on, the other fields empty), with CUPTI's
+// activity API, and writes one CSV line each to $COPPELIUS_TIMELINE at exit, on one clock:
 //   name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stream
 // It lets bench/timeline.py see the native host's own step graph (waits.c runs commands that share no written byte
 // side by side), which neither profile_gpu.py (commands one by one, or chained) nor ncu (one kernel at a time)
@@ -38,6 +39,13 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
     (void)context, (void)stream, (void)size;
     CUpti_Activity* record = NULL;
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+        if (record->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            const CUpti_ActivityAPI* a = (const CUpti_ActivityAPI*)record;
+            const char* name = "?";
+            cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, &name);
+            fprintf(out, "api:%s,%llu,%llu,,,,,,\n", name, (unsigned long long)a->start, (unsigned long long)a->end);
+            continue;
+        }
         if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
         const CUpti_ActivityKernel9* k = (const CUpti_ActivityKernel9*)record;
@@ -71,6 +79,7 @@ int InitializeInjection(void) {
     fprintf(out, "name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stream\n");
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "cuptiActivityEnable(DRIVER)");
     atexit(flush_at_exit);
     return 1;
 }

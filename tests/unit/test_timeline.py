@@ -11,10 +11,12 @@ HEADER = "name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stre
 
 def step_rows(t0: int) -> list[str]:
     """One step of 100 us: encoder_forward 0-10, a weight gradient 10-50 beside an input gradient 20-40, idle 50-60,
-    adamw 60-90, idle to 100 (nanoseconds from t0 in thousands)."""
+    adamw 60-90, idle to 100 (microseconds from t0); the host's wait returns at 92, the next launch runs 95-98."""
     spans = [("encoder_forward", 0, 10), ("matmul_backward_weight", 10, 50), ("matmul_backward_input", 20, 40),
              ("adamw", 60, 90)]
-    return [f"{name},{t0 + a * 1000},{t0 + b * 1000},1x1x1,128,0,1,0,7\n" for name, a, b in spans]
+    calls = [("api:cuStreamSynchronize", 30, 92), ("api:cuGraphLaunch", 95, 98)]
+    return ([f"{name},{t0 + a * 1000},{t0 + b * 1000},1x1x1,128,0,1,0,7\n" for name, a, b in spans] +
+            [f"{name},{t0 + a * 1000},{t0 + b * 1000},,,,,,\n" for name, a, b in calls])
 
 
 def write_trace(tmp_path: Path, count: int) -> Path:
@@ -26,13 +28,13 @@ def write_trace(tmp_path: Path, count: int) -> Path:
 
 
 def test_steps_leave_out_the_warm_up_and_the_last_unbounded_step(tmp_path):
-    found = timeline.steps(timeline.read(write_trace(tmp_path, 6)))
+    found = timeline.steps(timeline.read(write_trace(tmp_path, 6))[0])
     assert [(a, b) for a, b, _ in found] == [(i * 100_000, (i + 1) * 100_000) for i in range(3, 6)]
     assert all(len(kernels) == 4 for _, _, kernels in found)
 
 
 def test_concurrency_gaps_and_time_alone_of_a_step(tmp_path):
-    start, end, kernels = timeline.steps(timeline.read(write_trace(tmp_path, 5)))[0]
+    start, end, kernels = timeline.steps(timeline.read(write_trace(tmp_path, 5))[0])[0]
     spans = timeline.concurrency(start, end, kernels)
     assert spans == {0: 20_000, 1: 60_000, 2: 20_000}
     assert timeline.gaps(start, end, kernels) == [(10_000, "matmul_backward_weight", "adamw"),
@@ -42,7 +44,9 @@ def test_concurrency_gaps_and_time_alone_of_a_step(tmp_path):
 
 
 def test_summary_and_its_markdown(tmp_path):
-    s = timeline.summary(timeline.steps(timeline.read(write_trace(tmp_path, 6))))
+    kernels, calls = timeline.read(write_trace(tmp_path, 6))
+    assert len(calls) == 12 and not any(k["name"].startswith("api:") for k in kernels)
+    s = timeline.summary(timeline.steps(kernels), calls)
     assert s["steps"] == 3 and s["period_us"] == 100
     assert s["concurrency_us"] == {0: 20, 1: 60, 2: 20}
     weight = next(e for e in s["kernels"] if e["kernel"] == "matmul_backward_weight")
@@ -51,3 +55,5 @@ def test_summary_and_its_markdown(tmp_path):
     text = timeline.markdown("small", s, "NVIDIA H100 80GB HBM3", "2026-12-05")
     assert "| matmul_backward_weight | 1 | 40.0 | 20.0 |" in text
     assert "0 kernels running 20.0 us, 1 kernels running 60.0 us, 2 kernels running 20.0 us" in text
+    assert s["boundary_us"] == {"wake": 2, "host": 3, "launch": 3, "first_kernel": 2}
+    assert "the wait returns 2.0 after the last kernel ends; the host works 3.0" in text

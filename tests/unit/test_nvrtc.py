@@ -121,6 +121,9 @@ def test_geometry_constants_match_the_kernels():
     assert re.search(r"#define MAX_BLOCKS (\d+)", host).group(1) == str(geometry.LAYERNORM_MAX_BLOCKS)
     assert constant("attention.cuh", "AT_THREADS") == str(geometry.ATTENTION_THREADS)
     assert constant("attention.cuh", "AT_BR") == constant("attention.cuh", "AT_BCK") == str(geometry.ATTENTION_ROWS)
+    attention = (nvrtc.SOURCES / "attention.cuh").read_text()  # the wgmma forward's K/V stages: the shared bytes count them
+    assert re.search(r"#define COPTC_ATTN_FWD_STAGES (\d+)\n#endif", attention).group(1) == \
+        str(geometry.ATTENTION_FORWARD_STAGES)
     assert constant("matmul.cuh", "MM_BK") == str(geometry.MATMUL_BK)
     assert constant("matmul.cuh", "MM_SPLITS") == str(geometry.MATMUL_SPLITS)
     assert constant("matmul_hopper.cuh", "MM_HOP_THREADS") == str(geometry.HOPPER_THREADS)

@@ -15,7 +15,6 @@ import argparse
 import csv
 import datetime
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -160,7 +159,7 @@ def main() -> None:
     library = ROOT / ".timeline" / "cupti_timeline.so"
     if not library.exists():
         raise SystemExit(f"timeline: {library} is missing; run bash bench/timeline/build.sh here and carry .timeline")
-    from train_gpu import BATCH, build_gpu
+    from train_gpu import BATCH, build_gpu, run_native
     from cuda_probe import cuda_card_name
     out, date, device = Path(args.out), datetime.date.today().isoformat(), cuda_card_name()
     out.mkdir(parents=True, exist_ok=True)
@@ -168,9 +167,8 @@ def main() -> None:
     for model in args.models.split(","):
         paths = build_gpu(model, BATCH[model], args.steps, work)
         trace = out / f"timeline-{model}-{date}.csv"
-        subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"],
-                        "--validation", paths["val"], "--out", str(work / f"{model}-run")], check=True,
-                       env={"CUDA_INJECTION64_PATH": str(library), "COPPELIUS_TIMELINE": str(trace)})
+        run_native(paths, work / f"{model}-run",
+                   {"CUDA_INJECTION64_PATH": str(library), "COPPELIUS_TIMELINE": str(trace)})
         kernels, calls = read(trace)
         s = summary(steps(kernels), calls)
         text = markdown(model, s, device, date)

@@ -63,6 +63,12 @@ def build_gpu(model: str, batch: int, steps: int, work: Path) -> dict:
     return build_chain(config, work / model)
 
 
+def run_native(paths: dict, out: Path, env: dict | None = None) -> None:
+    """The chain's host ELF trained as a program, into `out`, in a clean environment (the driver only) plus `env`."""
+    subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
+                    paths["val"], "--out", str(out)], check=True, env=env or {})
+
+
 def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, float, dict]:
     """(native host ms/step, Python host ms/step, details) of the same host ELF."""
     from coppelius.formats import result
@@ -71,9 +77,7 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     paths = build_gpu(model, batch, steps, work)
     native_out = work / f"{model}-native"
     with ClockWatch() as watch:
-        subprocess.run([paths["elf"], "--checkpoint", paths["checkpoint"], "--tokens", paths["train"], "--validation",
-                        paths["val"], "--out", str(native_out)], check=True,
-                       env={})  # a clean environment: the driver only
+        run_native(paths, native_out)
     native = result.read(native_out / "result.json")
     program = Program(paths["elf"])
     device = CudaDevice()

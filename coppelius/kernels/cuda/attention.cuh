@@ -407,7 +407,7 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
         }
         cp_async_commit();
     }
-    auto stage = [](int j) { return (STAGES == 2 ? j & 1 : j % STAGES) * BC * HSP; };
+    auto stage = [](int j) { return (int)((unsigned)j % STAGES) * BC * HSP; };  // unsigned: % 2 is & 1
 
     unsigned qf[KT][4];
     float o[ND][4];

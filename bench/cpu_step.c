@@ -9,9 +9,10 @@
 //
 //   cpu_step DIR CHECKPOINT TOKENS THREADS
 // DIR holds launches, relocations, commands, ring, step_words, planes, buffers, program .bin
-// and run.txt: "arena_bytes host_bytes lr beta1 beta2 tokens_per_step step_losses_buffer step_flag_buffer".
-// Prints one line per step ("step T loss L", "skipped" when its gradients were not finite) and
-// "tokens_per_second X" over the steps (from the step size's patch to the step's loss).
+// and run.txt: "arena_bytes host_bytes lr beta1 beta2 tokens_per_step".
+// Prints one line per step ("step T loss L", "skipped" when its gradients were not finite; a step's
+// loss is recorded a step late, as the runtime does) and "tokens_per_second X" over the steps (from
+// the step size's patch to the end of its update's submission, which the cpu device runs at once).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,8 @@ typedef struct {
     cpu_device device;
     FILE* checkpoint;
     token_stream tokens;
-    uint64_t cursor, t, tokens_per_step, steps;
-    double lr, beta1, beta2, started, update_seconds;
-    uint32_t losses_buffer, flag_buffer;
+    uint64_t cursor, t, recorded, tokens_per_step, steps;
+    double lr, beta1, beta2, started, update_seconds;  // started: at the step size's patch, 0 once submitted
     failure f;
 } bench;
 
@@ -66,7 +66,9 @@ static int step(void* context, const program_step* s) {
     uint64_t bytes;
     switch (s->op) {
     case STEP_SUBMIT: case STEP_REISSUE:
-        return cpu_device_issue(&b->device, s->ring, &b->f) ? 1 : 0;
+        if (cpu_device_issue(&b->device, s->ring, &b->f)) return 1;
+        if (b->started > 0) b->update_seconds += now() - b->started, b->steps++, b->started = 0;
+        return 0;
     case STEP_FILL:
         memset(cpu_device_buffer(&b->device, s->buffer, &bytes) + s->offset, (int)s->value, s->bytes);
         return 0;
@@ -93,14 +95,13 @@ static int step(void* context, const program_step* s) {
         b->started = now();
         return 0;
     case STEP_RECORD_STAT: {
-        if (s->value != 1) return 0;  // the step's loss only
-        b->update_seconds += now() - b->started;
-        b->steps++;
-        const float* losses = (const float*)cpu_device_buffer(&b->device, b->losses_buffer, &bytes);
+        if (s->value != 1) return 0;  // the step's loss only: the oldest update not yet recorded
+        const float* losses = (const float*)cpu_device_buffer(&b->device, s->buffer, &bytes);
         double sum = 0.0;
         for (uint64_t i = 0; i < b->tokens_per_step; i++) sum += losses[i];
-        int32_t skipped = *(const int32_t*)cpu_device_buffer(&b->device, b->flag_buffer, &bytes);
-        printf("step %llu loss %.6f%s\n", (unsigned long long)b->t, sum / (double)b->tokens_per_step,
+        int32_t skipped;  // after the losses
+        memcpy(&skipped, losses + b->tokens_per_step, 4);
+        printf("step %llu loss %.6f%s\n", (unsigned long long)++b->recorded, sum / (double)b->tokens_per_step,
                skipped ? " skipped" : "");
         return 0;
     }
@@ -118,8 +119,8 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof path, "%s/run.txt", dir);
     FILE* run = fopen(path, "r");
     unsigned long long arena_bytes, host_bytes, tokens_per_step;
-    if (!run || fscanf(run, "%llu %llu %lf %lf %lf %llu %u %u", &arena_bytes, &host_bytes, &b.lr, &b.beta1, &b.beta2,
-                       &tokens_per_step, &b.losses_buffer, &b.flag_buffer) != 8) {
+    if (!run || fscanf(run, "%llu %llu %lf %lf %lf %llu", &arena_bytes, &host_bytes, &b.lr, &b.beta1, &b.beta2,
+                       &tokens_per_step) != 6) {
         fprintf(stderr, "cpu_step: bad %s\n", path);
         return 1;
     }

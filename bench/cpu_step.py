@@ -45,7 +45,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # the Python reference host (--compare)
 
 from coppelius.config import load  # noqa: E402
 from coppelius.formats.elf import host_machine, read_host_elf  # noqa: E402
-from coppelius.formats.tables import HOST_BUFFERS  # noqa: E402
 from coppelius.host.build import HOST_DIR, compile_program  # noqa: E402
 from coppelius.stages import build_chain  # noqa: E402
 
@@ -60,8 +59,7 @@ def write_tables(paths: dict, out: Path) -> dict:
     plan = json.loads(sections["plan"])
     learner = learner_floats(plan)
     (out / "run.txt").write_text(f"{plan['arena']['bytes']} {plan['host']['bytes']} {learner['lr']!r} "
-                                 f"{learner['beta1']!r} {learner['beta2']!r} {plan['run']['tokens_per_step']} "
-                                 f"{HOST_BUFFERS.index('step_losses')} {HOST_BUFFERS.index('step_flag')}\n")
+                                 f"{learner['beta1']!r} {learner['beta2']!r} {plan['run']['tokens_per_step']}\n")
     return plan
 
 

@@ -58,8 +58,8 @@ def read_table(name: str, data: bytes) -> tuple[list[dict], bytes]:
     got_magic, version, count, blob_bytes = struct.unpack_from("<8sIIQ", data, 0)
     if got_magic != magic:
         raise Refused(f"{name}: magic {got_magic!r}, not {magic!r}")
-    if version != 3:
-        raise Refused(f"{name}: version {version}, not 3")
+    if version != 4:
+        raise Refused(f"{name}: version {version}, not 4")
     if len(data) != 24 + count * size + blob_bytes:
         raise Refused(f"{name}: {len(data)} bytes, not 24 + {count} x {size} + {blob_bytes}")
     records = []
@@ -76,7 +76,7 @@ def read_table(name: str, data: bytes) -> tuple[list[dict], bytes]:
 
 def write_table(name: str, records: list[tuple], blob: bytes = b"") -> bytes:
     magic, layout, _ = TABLES[name]
-    return struct.pack("<8sIIQ", magic, 3, len(records), len(blob)) + b"".join(
+    return struct.pack("<8sIIQ", magic, 4, len(records), len(blob)) + b"".join(
         struct.pack(layout, *r) for r in records) + blob
 
 
@@ -116,7 +116,7 @@ OP_FIELDS = {  # the op table's "fields" column: every other field is 0 ("Unused
     "submit": {"ring"}, "reissue": {"ring"}, "repeat": {"count", "body"},
     "read": {"file", "offset", "buffer", "bytes"}, "read-at-cursor": {"buffer", "count"},
     "cursor-advance": {"count"}, "write": {"file", "offset", "buffer", "bytes"},
-    "fill": {"buffer", "offset", "bytes", "value"}, "record-stat": {"value"}, "operation": {"body", "count"},
+    "fill": {"buffer", "offset", "bytes", "value"}, "record-stat": {"value", "buffer"}, "operation": {"body", "count"},
     "sample-context": {"buffer", "count"}, "sample-token": {"buffer", "count", "bytes"}, "cursor-wrap": {"count"},
 }
 

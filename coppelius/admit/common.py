@@ -146,6 +146,10 @@ def plane_range(planes: dict, ref, nbytes: int, what: str) -> tuple[dict, int, i
 
 
 GENERATE_PIECES = ("sample_forward", "sample")  # the pieces generate issues a new token, and only generate
+# The two update pieces, the same but for their host buffers (the context they take, the buffer their losses and
+# flag go to), so that the host fills one's while the card runs the other (plan/build.py)
+UPDATES = {"update": {"context": "context", "step_losses": "step_losses"},
+           "update_1": {"context": "context_1", "step_losses": "step_losses_1"}}
 
 
 def piece_class(name: str) -> str | None:
@@ -155,7 +159,7 @@ def piece_class(name: str) -> str | None:
         return "init"
     if name.startswith(("load_stage_", "load_scatter_", "gather_")):
         return "transfer"
-    if name in ("forward", "update", "sample_forward"):
+    if name in ("forward", *UPDATES, "sample_forward"):
         return "step"
     if name in ("restore", "sample"):
         return "restore"

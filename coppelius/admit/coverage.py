@@ -6,7 +6,7 @@
                     whole plane), the plane otherwise
   device-geometry   every launch's grid, block and shared bytes are the ones the kernel ABI computes
                     from its scalars (formats/geometry.py): no launch covers less, or more, than its count
-  learner-coverage  the update's AdamW launches cover params, m, v and the fp16 weights exactly once
+  learner-coverage  each update's AdamW launches cover params, m, v and the fp16 weights exactly once
                     per update, each launch on the same elements of the four and of the gradients
 
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
@@ -14,7 +14,8 @@ Each reads the realization's launches (what the run executes), decoded back to t
 from ..formats.geometry import PROGRAMMATIC_BLOCKS_PER_SM, cluster_size, geometry, programmatic_launches
 from ..formats.kernels import KERNEL_NAMES, KERNELS, SCALAR_KINDS
 from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES
-from .common import Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of, planes_by_name
+from .common import (UPDATES, Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of,
+                     planes_by_name)
 
 WEIGHT_PLANES = ("params", "m", "v", "weights")  # what AdamW updates; the gradients are read
 ADAMW_POINTERS = {"params": "params", "m": "m", "v": "v", "half": "weights", "grads": "grads"}
@@ -103,11 +104,19 @@ def check_geometry(plan, realization, realized, profile):
 
 # ---------------------------------------------------------------------------- learner-coverage
 def check_learner_coverage(plan, realization, realized, profile):
-    """The update's AdamW launches, together, update every element of params, m, v and the fp16
+    """Each update's AdamW launches, together, update every element of params, m, v and the fp16
     weights exactly once, each launch on the same elements of all four and of the gradients."""
     planes, names, r = planes_by_name(plan), names_of(plan), Realized(plan, realization)
-    update = names.index("update")
-    entry = r.ring[update]
+    for name in UPDATES:  # each update entry, as realized
+        if name not in names:
+            raise Refusal(f"the ring has no {name} piece")
+        launches = _adamw_coverage(plan, planes, r, r.ring[names.index(name)], name)
+    total = plan["model"]["parameters"]
+    return f"each update's {launches} AdamW launches update each of the {total} parameters of params, m, v and " \
+           f"weights exactly once"
+
+
+def _adamw_coverage(plan: dict, planes: dict, r: Realized, entry, name: str) -> int:
     covered = {p: () for p in WEIGHT_PLANES}
     launches = 0
     for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
@@ -119,7 +128,7 @@ def check_learner_coverage(plan, realization, realized, profile):
             continue
         launches += 1
         args = dict(zip((n for n, _ in KERNELS["adamw"]), c["args"]))
-        where = f"update launch {i} (adamw)"
+        where = f"{name} launch {i} (adamw)"
         elements = set()
         for arg, plane_name in ADAMW_POINTERS.items():
             ref = args[arg]
@@ -143,7 +152,6 @@ def check_learner_coverage(plan, realization, realized, profile):
         if (gap := iv_gap(covered[plane_name], 0, total)) is not None:
             tensor = next((t["name"] for t in plan["tensors"] if t["offset"] <= gap[0] < t["offset"] + t["count"]),
                           "no tensor")
-            raise Refusal(f"the update's {launches} AdamW launches never update {plane_name} elements "
+            raise Refusal(f"{name}'s {launches} AdamW launches never update {plane_name} elements "
                           f"[{gap[0]}, {gap[1]}) (tensor {tensor}) of its {total}")
-    return f"the update's {launches} AdamW launches update each of the {total} parameters of params, m, v and " \
-           f"weights exactly once"
+    return launches

@@ -1,14 +1,17 @@
 """Schedule checks: the host program issues exactly the run's submissions, every update takes a
 fresh context that never straddles the stream's end (the cursor wraps to its start, llm.c's
-epochs), and every host access stays inside its buffer. The checkpoint's byte provenance is
+epochs) and is recorded from its own losses, a step late at most, and every host access stays
+inside its buffer. The checkpoint's byte provenance is
 provenance.py; reissues and the realized tables, realized.py.
 
 Each check reads the plan's host program expanded as the runtime runs it (common.trace: the one
 walker of formats/program.py), once for `train` and once for `predict`, and the plan's pieces.
 """
 from ..formats.kernels import KERNELS
-from .common import (GENERATE_PIECES, OPERATIONS, TRACED_NEW_TOKENS, Refusal, describe, describe_ref, iv_add, iv_gap,
-                     names_of as _names, parameter_count, trace, well_formed)
+from .common import (GENERATE_PIECES, OPERATIONS, TRACED_NEW_TOKENS, UPDATES, Refusal, describe, describe_ref, iv_add,
+                     iv_gap, names_of as _names, parameter_count, trace, well_formed)
+
+PENDING_UPDATES = 2  # updates submitted and not yet recorded that the host holds, at most (run.h)
 
 def chunk_count(plan: dict) -> tuple[int, int, int]:
     """(payload bytes, part bytes, chunks), from the model's dimensions and the staging size."""
@@ -29,8 +32,12 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     first = {"initialize": (1, "once")} | loads
     scored = 2 + publications * run["eval_contexts"]
     why = f"the loss before and after training, and eval_contexts at each of {publications} publications"
+    pairs, odd = divmod(run["interval"] - 1, 2)
+    alternate = f"each of {publications} intervals of {run['interval']} steps alternates update and update_1, from update"
     return {
-        "train": first | {"forward": (scored, why), "update": (run["steps"], "steps"), "restore": (scored, why)}
+        "train": first | {"forward": (scored, why), "restore": (scored, why),
+                          "update": (publications * (1 + pairs), alternate),
+                          "update_1": (publications * (pairs + odd), alternate)}
         | {f"gather_{k}": (publications, f"{publications} publications (steps / interval)") for k in range(chunks)},
         "predict": first | {"forward": (run["eval_contexts"], "eval_contexts"),
                             "restore": (run["eval_contexts"], "eval_contexts")},
@@ -84,6 +91,37 @@ def _context_takes(piece: dict, n: int) -> str:
     return takes[0]["src"]["buffer"]
 
 
+def _losses_copy(piece: dict, n: int, flag: bool) -> str:
+    """The host buffer a piece copies the losses plane into (its n f32 whole, at byte 0), and with `flag`, the
+    non-finite flag right after them."""
+    copies = [c for c in piece["commands"] if c["op"] == "d2h" and c["src"]["plane"] in ("losses", "flag")]
+    want = [({"plane": "losses", "offset": 0}, 0, 4 * n)] + ([({"plane": "flag", "offset": 0}, 4 * n, 4)] if flag else [])
+    got = [(c["src"], c["dst"]["offset"], c["bytes"]) for c in copies]
+    if got != want or len({c["dst"]["buffer"] for c in copies}) != 1:
+        rule = f"losses+0 ({4 * n} bytes) to a host buffer's byte 0" + (f", then flag+0 (4 bytes) to its byte {4 * n}"
+                                                                        if flag else "")
+        raise Refusal(f"piece {piece['name']} must copy {rule}; it copies "
+                      f"{'; '.join(describe(c) for c in copies) or 'neither'}")
+    return copies[0]["dst"]["buffer"]
+
+
+def _updates_alike(plan: dict, index: dict) -> None:
+    """The update pieces are the same commands but for their host buffers (common.UPDATES), so that each
+    check of one holds for the other and the steps do not depend on which entry runs them."""
+    first, *others = UPDATES
+    for name in others:
+        rename = {UPDATES[first][role]: buffer for role, buffer in UPDATES[name].items()}
+        want = [c | {side: c[side] | {"buffer": rename.get(c[side]["buffer"], c[side]["buffer"])}
+                     for side in ("src", "dst") if isinstance(c.get(side), dict) and "buffer" in c[side]}
+                for c in plan["pieces"][index[first]]["commands"]]
+        got = plan["pieces"][index[name]]["commands"]
+        if got != want:
+            at = next((j for j, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            show = lambda cs: describe(cs[at]) if at < len(cs) else "nothing"  # noqa: E731
+            raise Refusal(f"piece {name} command {at} is {show(got)}; it must be {first}'s with host buffers "
+                          f"{rename}: {show(want)}")
+
+
 class _Cursor:
     """What admission knows of one stream's cursor: the moves since the last context was taken, and
     whether a cursor-wrap of enough tokens has run since it last moved (or was set from a checkpoint)."""
@@ -105,10 +143,13 @@ def check_steps_fresh(plan, realization, realized, profile):
     if tokens.get("context_tokens") != n + 1:
         raise Refusal(f"the token contract's context_tokens is {tokens.get('context_tokens')}; the run reads {n + 1}")
     index = {name: i for i, name in enumerate(names)}
-    for name in ("forward", "update"):
+    for name in ("forward", *UPDATES, "restore"):
         if name not in index:
             raise Refusal(f"the ring has no {name} piece")
-    source = {name: _context_takes(plan["pieces"][index[name]], n) for name in ("forward", "update")}
+    _updates_alike(plan, index)
+    source = {name: _context_takes(plan["pieces"][index[name]], n) for name in ("forward", *UPDATES)}
+    report = {name: _losses_copy(plan["pieces"][index[name]], n, flag=True) for name in UPDATES}
+    scores = _losses_copy(plan["pieces"][index["restore"]], n, flag=False)
     clobbers = {i: {c["dst"]["buffer"] for c in p["commands"] if c["op"] == "d2h"}
                 for i, p in enumerate(plan["pieces"])}
     publications = steps // run["interval"]
@@ -120,8 +161,15 @@ def check_steps_fresh(plan, realization, realized, profile):
         t, scalars, done, scored = 0, 0, 0, 0  # scored: contexts scored (predict, or this validation pass)
         held: dict[str, tuple[int, int] | None] = {}  # buffer -> (context number, tokens) read there
         taken = 0  # contexts read at the cursor so far, on any stream
-        for pc, op, args in trace(plan, operation):
+        pending = []  # updates submitted and not yet recorded, oldest first: (number, piece, submission)
+        writer: dict[str, int | None] = {}  # buffer -> the submission that last wrote it (None: the host)
+        for serial, (pc, op, args) in enumerate(trace(plan, operation)):
             at = f"{operation} host step {pc}"
+            if op in ("fill", "read", "read-at-cursor"):
+                writer[args["buffer"]] = None
+            if op in ("checkpoint-publish", "validation-begin") and pending:
+                raise Refusal(f"{at}: {op} with updates {[k for k, _, _ in pending]} not yet recorded; every update "
+                              f"is recorded before the run scores or publishes")
             if op == "cursor-from-checkpoint":
                 if cursor is not None or validating is not None:
                     raise Refusal(f"{at}: cursor-from-checkpoint {'twice' if cursor else 'in a validation pass'}; "
@@ -158,6 +206,9 @@ def check_steps_fresh(plan, realization, realized, profile):
                 if operation == "predict" or validating is not None:
                     raise Refusal(f"{at}: adamw-scalars in {operation if validating is None else 'validation'}; "
                                   f"scoring never steps the optimizer")
+                if len(pending) + scalars >= PENDING_UPDATES:
+                    raise Refusal(f"{at}: adamw-scalars with {len(pending) + scalars} updates not yet recorded; the "
+                                  f"host holds at most {PENDING_UPDATES} (one submitted beside the one it records)")
                 scalars += 1
                 t += 1
             elif op in ("checkpoint-begin", "checkpoint-publish") and validating is not None:
@@ -167,18 +218,34 @@ def check_steps_fresh(plan, realization, realized, profile):
                               f"moved by {cursor.moves} (wrapped for {cursor.room}) since the last; a continuation "
                               f"from it needs step +{done} and the cursor at the next context: one move of {n} "
                               f"tokens and a cursor-wrap of {n + 1}")
-            elif op == "record-stat" and args["kind"] in ("predict", "validation"):
-                if (args["kind"] == "validation") != (validating is not None):
+            elif op == "record-stat" and args["kind"] == "step":
+                if operation != "train" or validating is not None:
+                    raise Refusal(f"{at}: record-stat step in {operation if validating is None else 'validation'}; "
+                                  f"only training records steps")
+                if not pending:
+                    raise Refusal(f"{at}: record-stat step with every submitted update recorded; each records the "
+                                  f"oldest update not yet recorded")
+                k, name, submission = pending.pop(0)
+                if args["buffer"] != report[name] or writer.get(report[name], -1) != submission:
+                    why = (f"it reads host buffer {args['buffer']}" if args["buffer"] != report[name] else
+                           f"host buffer {report[name]} was written since")
+                    raise Refusal(f"{at}: records update {k} ({name}), which copies its losses and flag to host "
+                                  f"buffer {report[name]}; {why}")
+            elif op == "record-stat":
+                if args["kind"] in ("predict", "validation") and (args["kind"] == "validation") != (validating is not None):
                     raise Refusal(f"{at}: record-stat {args['kind']} "
                                   f"{'outside' if validating is None else 'inside'} a validation pass")
+                if args["buffer"] != scores or writer.get(scores) is None:
+                    raise Refusal(f"{at}: record-stat {args['kind']} reads host buffer {args['buffer']}; it scores the "
+                                  f"losses the restore piece copies to {scores}, after a restore")
             elif op in ("submit", "reissue"):
                 ring = args["ring"]
                 name = names[ring]
-                if name == "update" and (operation == "predict" or validating is not None):
+                if name in UPDATES and (operation == "predict" or validating is not None):
                     raise Refusal(f"{at}: {'predict' if validating is None else 'a validation pass'} issues an update")
                 scoring = operation == "predict" or validating is not None
                 what = "forward" if scoring else "update"
-                if name == what and (scoring or op == "submit"):
+                if (name == "forward" if scoring else name in UPDATES) and (scoring or op == "submit"):
                     k = (scored if scoring else done) + 1
                     label = (f"{operation} {what} {k} ({at})" if validating is None else
                              f"validation forward {k} of the pass at host step {validating} ({at})")
@@ -205,28 +272,32 @@ def check_steps_fresh(plan, realization, realized, profile):
                         scored = k
                     else:
                         done, scalars = k, 0
+                        pending.append((k, name, serial))
                 elif name == "forward" and operation == "train" and held.get(source[name]) is None:
                     raise Refusal(f"{at}: forward issued with no context read at the cursor in {source[name]}")
                 for buffer in clobbers[ring]:
                     held[buffer] = None
+                    writer[buffer] = serial
         count, what, got = (steps, "update", done) if operation == "train" else (contexts, "forward", scored)
         if got != count:
             raise Refusal(f"{operation} issues {got} {what}s taking fresh contexts; the run needs {count}")
+        if pending:
+            raise Refusal(f"{operation} ends with updates {[k for k, _, _ in pending]} not yet recorded")
         if operation == "train" and passes != publications:
             raise Refusal(f"train runs {passes} validation passes; the run scores one at each of its {publications} "
                           f"publications")
     return (f"{steps} updates each take the next {n}-token context, after exactly one cursor move and one step "
-            f"count; every context is read after a cursor-wrap, so none straddles the stream's end; checkpoints "
+            f"count, and are each recorded from their own losses, at most one submitted beside the one recorded; "
+            f"every context is read after a cursor-wrap, so none straddles the stream's end; checkpoints "
             f"carry the next context's cursor; {publications} validation passes and predict each score "
             f"{contexts} fresh contexts")
 
 
 # ---------------------------------------------------------------------------- request
-def stat_reads(kind: str, n: int) -> list[tuple[str, int]]:
-    """The host bytes record-stat reads (tests/reference_host/interpreter.py: op_record_stat)."""
-    if kind == "step":
-        return [("step_losses", 4 * n), ("step_flag", 4)]
-    return [("report_losses", 4 * n)]
+def stat_reads(kind: str, n: int) -> int:
+    """The bytes at the start of its buffer that record-stat reads (tests/reference_host/interpreter.py:
+    op_record_stat): the losses, and a step's non-finite flag after them."""
+    return 4 * n + (4 if kind == "step" else 0)
 
 
 def check_request(plan, realization, realized, profile):
@@ -278,7 +349,7 @@ def check_request(plan, realization, realized, profile):
             elif op == "write":
                 acc = [("r", *inside(args["buffer"], 0, args["bytes"], what), what)]
             elif op == "record-stat":
-                acc = [("r", *inside(b, 0, size, what), what) for b, size in stat_reads(args["kind"], n)]
+                acc = [("r", *inside(args["buffer"], 0, stat_reads(args["kind"], n), what), what)]
             elif op in ("submit", "reissue"):
                 acc = piece_host[args["ring"]]
             for mode, buffer, a, b, where in acc:

@@ -22,7 +22,9 @@ table `program` that the run reads, and `decode` reads it back (docs/formats.md,
   write {file, offset, buffer, bytes}       host buffer -> the open output (offset null: append)
   fill {buffer, offset, bytes, value}
   checkpoint-begin {} / checkpoint-publish {}
-  record-stat {kind}                        initial | step | final | predict | validation
+  record-stat {kind, buffer}                initial | step | final | predict | validation: the mean of the
+                                            losses in `buffer`; a step's also its non-finite flag after them,
+                                            and it records the oldest update not yet recorded (a step late)
   write-status {} / write-timestamps {}
   operation {predict, generate}             train goes on; predict and generate jump to their step
   sample-context {buffer, tokens}           the generation window (the last <= `tokens` ids) -> buffer (int32)
@@ -42,7 +44,7 @@ VOCABULARY: dict[str, dict[str, type | tuple]] = {
     "read-at-cursor": {"buffer": str, "tokens": int}, "cursor-from-checkpoint": {}, "cursor-advance": {"tokens": int},
     "adamw-scalars": {}, "write": {"file": str, "offset": (int, type(None)), "buffer": str, "bytes": int},
     "fill": {"buffer": str, "offset": int, "bytes": int, "value": int},
-    "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str},
+    "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str, "buffer": str},
     "write-status": {}, "write-timestamps": {}, "operation": {"predict": int, "generate": int}, "end": {},
     "sample-context": {"buffer": str, "tokens": int}, "sample-token": {"buffer": str, "tokens": int, "bytes": int},
     "write-sample": {}, "cursor-wrap": {"tokens": int}, "validation-begin": {}, "validation-end": {},

@@ -11,7 +11,8 @@ import numpy as np
 from .. import canonical
 from ..errors import CoppeliusError
 
-VERSION = 3  # 2: the launch record's cluster field; 3: the command record's flags
+VERSION = 4  # 2: the launch record's cluster field; 3: the command record's flags; 4: two update buffers each,
+#             record-stat's buffer
 
 LAUNCH = np.dtype([("kernel", "<u4"), ("grid", "<u4", 3), ("block", "<u4", 3), ("shared", "<u4"),
                    ("param_offset", "<u4"), ("param_bytes", "<u4"), ("reloc_start", "<u4"), ("reloc_count", "<u4"),
@@ -50,8 +51,8 @@ DTYPES = {"u8": (0, 1), "f16": (1, 2), "f32": (2, 4), "i32": (3, 4)}  # name: (c
 DTYPE_BYTES = {name: size for name, (_, size) in DTYPES.items()}
 LIFETIMES = ("persistent", "step", "transfer")  # code = index
 # The pinned host block's buffers, in this order: a buffer's index in commands and the host program.
-HOST_BUFFERS = ("staging", "context", "step_losses", "step_flag", "report_losses", "report_predictions",
-                "sample_logits")
+HOST_BUFFERS = ("staging", "context", "context_1", "step_losses", "step_losses_1", "report_losses",
+                "report_predictions", "sample_logits")
 
 
 def plane_rows(plan: dict) -> list[tuple]:

@@ -19,6 +19,7 @@ typedef struct CUstream_st* CUstream;
 typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphNode_st* CUgraphNode;
 typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUevent_st* CUevent;
 
 enum {
     CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
@@ -28,6 +29,7 @@ enum {
     CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
     CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
     CU_STREAM_NON_BLOCKING = 1,
+    CU_EVENT_DISABLE_TIMING = 2,
     CU_MEMORYTYPE_HOST = 1,
     CU_MEMORYTYPE_DEVICE = 2,
 };
@@ -103,6 +105,10 @@ _Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData");
     X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned int))                                \
     X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))                                          \
     X(cuStreamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))                                     \
+    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned int))                                   \
+    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                                        \
+    X(cuEventSynchronize, "cuEventSynchronize", CUresult (*)(CUevent))                                        \
+    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                                             \
     X(cuModuleLoadData, "cuModuleLoadData", CUresult (*)(CUmodule*, const void*))                             \
     X(cuModuleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                                               \
     X(cuModuleGetFunction, "cuModuleGetFunction", CUresult (*)(CUfunction*, CUmodule, const char*))           \

@@ -23,7 +23,7 @@ int device_issue(device* d, uint32_t ring, failure* f) {
 
 uint8_t* device_host_buffer(device* d, uint32_t index, uint64_t* bytes, failure* f) {
     if (!d->cuda) return cpu_device_buffer(&d->cpu, index, bytes);
-    return cuda_device_synchronize(&d->gpu, f) == 0 ? cuda_device_buffer(&d->gpu, index, bytes) : NULL;
+    return cuda_device_buffer(&d->gpu, index, bytes, f);
 }
 
 void device_close(device* d) {

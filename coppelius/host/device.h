@@ -20,7 +20,8 @@ int device_open(device* d, const device_tables* tables, uint64_t arena_bytes, ui
 int device_patch_step_size(device* d, float word, failure* f);
 int device_issue(device* d, uint32_t ring, failure* f);
 // Host buffer `index` (checked at load): its memory and size, once everything issued before has
-// finished with it; NULL with the refusal when the device reports an error.
+// finished with it (the cuda device waits only for those that touch it); NULL with the refusal when
+// the device reports an error.
 uint8_t* device_host_buffer(device* d, uint32_t index, uint64_t* bytes, failure* f);
 void device_close(device* d);
 #endif

@@ -245,6 +245,7 @@ static int build_graphs(cuda_device* d, failure* f) {
     uint64_t nodes = 0;
     d->graphs = calloc(t->ring.count + 1, sizeof(CUgraph));
     d->execs = calloc(t->ring.count + 1, sizeof(CUgraphExec));
+    d->patched = calloc(t->ring.count + 1, sizeof(uint64_t));
     if (step_launches)
         for (uint32_t i = 0; i < t->step_words.count; i++) {
             step_word_record* w = table_record(&t->step_words, i);
@@ -256,7 +257,7 @@ static int build_graphs(cuda_device* d, failure* f) {
         }
     for (uint32_t i = 0; i < t->ring.count; i++) nodes += ((ring_record*)table_record(&t->ring, i))->length;
     d->step_nodes = calloc(nodes + 1, sizeof(cuda_step_node));
-    if (!step_launches || !d->graphs || !d->execs || !d->step_nodes) {
+    if (!step_launches || !d->graphs || !d->execs || !d->patched || !d->step_nodes) {
         free(step_launches);
         return fail(f, "cuda device: cannot allocate the graphs' bookkeeping; free memory");
     }
@@ -281,6 +282,32 @@ static int build_graphs(cuda_device* d, failure* f) {
     return status;
 }
 
+// Which host buffers each ring entry's commands copy to or from, and an event for each entry that touches one.
+static int find_host_touches(cuda_device* d, failure* f) {
+    const device_tables* t = &d->l.t;
+    if (t->buffers.count > 64)
+        return fail(f, "buffers: %u host buffers, at most 64; " REBUILD, t->buffers.count);
+    d->touches = calloc(t->ring.count + 1, sizeof(uint64_t));
+    d->done = calloc(t->ring.count + 1, sizeof(CUevent));
+    d->toucher = malloc((t->buffers.count + 1) * sizeof(int64_t));
+    if (!d->touches || !d->done || !d->toucher)
+        return fail(f, "cuda device: cannot allocate the host buffers' bookkeeping; free memory");
+    for (uint32_t b = 0; b < t->buffers.count; b++) d->toucher[b] = -1;
+    for (uint32_t i = 0; i < t->ring.count; i++) {
+        ring_record* r = table_record(&t->ring, i);
+        for (uint32_t c = 0; c < r->length; c++) {
+            const command_record* command = table_record(&t->commands, r->offset + c);
+            if (command->op == OP_H2D) d->touches[i] |= (uint64_t)1 << command->src;  // indices checked at load
+            if (command->op == OP_D2H) d->touches[i] |= (uint64_t)1 << command->dst;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "cuEventCreate (ring entry %u)", i);
+        if (d->touches[i] && CHECK(d->driver.cuEventCreate(&d->done[i], CU_EVENT_DISABLE_TIMING), what) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena_bytes, uint64_t host_bytes,
                      const uint8_t* image, uint64_t image_bytes, const cuda_card* wanted, const char* where,
                      failure* f) {
@@ -290,7 +317,7 @@ int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena
     d->driver_loaded = 1;
     if (check_card(d, wanted, arena_bytes, where, f) != 0 || allocate(d, arena_bytes, host_bytes, f) != 0 ||
         tables_load(&d->l, tables, d->arena, arena_bytes, host_bytes, where, f) != 0 ||
-        load_image(d, image, image_bytes, f) != 0 || build_graphs(d, f) != 0) {
+        load_image(d, image, image_bytes, f) != 0 || build_graphs(d, f) != 0 || find_host_touches(d, f) != 0) {
         cuda_device_close(d);
         return -1;
     }
@@ -298,36 +325,45 @@ int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena
 }
 
 int cuda_device_patch_step_size(cuda_device* d, float word, failure* f) {
-    if (d->has_patched && memcmp(&word, &d->patched, 4) == 0) return 0;  // converged: the graphs hold it
-    d->patched = word, d->has_patched = 1;
+    (void)f;
+    if (d->word_version && memcmp(&word, &d->word, 4) == 0) return 0;  // converged: the graphs hold it
+    d->word = word, d->word_version++;
     for (uint32_t i = 0; i < d->l.t.step_words.count; i++)
         memcpy(d->l.parameters + ((step_word_record*)table_record(&d->l.t.step_words, i))->step_size_offset, &word, 4);
-    for (uint32_t s = 0; s < d->step_node_count; s++) {
-        cuda_step_node* n = &d->step_nodes[s];
-        if (CHECK(d->driver.cuGraphExecKernelNodeSetParams(n->exec, n->node, &n->params),
-                  "cuGraphExecKernelNodeSetParams (an AdamW step size)") != 0)
-            return -1;
-    }
     return 0;
 }
 
 int cuda_device_issue(cuda_device* d, uint32_t ring, failure* f) {
     d->last = ring;
     if (!d->execs[ring]) return 0;
+    for (uint32_t s = 0; s < d->step_node_count && d->patched[ring] != d->word_version; s++) {
+        cuda_step_node* n = &d->step_nodes[s];
+        if (n->exec == d->execs[ring] &&
+            CHECK(d->driver.cuGraphExecKernelNodeSetParams(n->exec, n->node, &n->params),
+                  "cuGraphExecKernelNodeSetParams (an AdamW step size)") != 0)
+            return -1;
+    }
+    d->patched[ring] = d->word_version;
     char what[64];
     snprintf(what, sizeof what, "cuGraphLaunch (ring entry %u)", ring);
-    return CHECK(d->driver.cuGraphLaunch(d->execs[ring], d->stream), what);
+    if (CHECK(d->driver.cuGraphLaunch(d->execs[ring], d->stream), what) != 0) return -1;
+    if (!d->touches[ring]) return 0;
+    snprintf(what, sizeof what, "cuEventRecord (after ring entry %u)", ring);
+    if (CHECK(d->driver.cuEventRecord(d->done[ring], d->stream), what) != 0) return -1;
+    for (uint32_t b = 0; b < d->l.t.buffers.count; b++)
+        if (d->touches[ring] >> b & 1) d->toucher[b] = ring;
+    return 0;
 }
 
-int cuda_device_synchronize(cuda_device* d, failure* f) {
-    char what[96] = "cuStreamSynchronize";
-    if (d->last >= 0)
-        snprintf(what, sizeof what, "cuStreamSynchronize (after ring entry %lld, piece %u)", (long long)d->last,
-                 ((ring_record*)table_record(&d->l.t.ring, (uint32_t)d->last))->piece);
-    return CHECK(d->driver.cuStreamSynchronize(d->stream), what);
-}
-
-uint8_t* cuda_device_buffer(cuda_device* d, uint32_t index, uint64_t* bytes) {
+uint8_t* cuda_device_buffer(cuda_device* d, uint32_t index, uint64_t* bytes, failure* f) {
+    int64_t entry = d->toucher[index];
+    if (entry >= 0) {
+        char what[112];
+        snprintf(what, sizeof what, "cuEventSynchronize (after ring entry %lld, piece %u; last issued %lld)",
+                 (long long)entry, ((ring_record*)table_record(&d->l.t.ring, (uint32_t)entry))->piece,
+                 (long long)d->last);
+        if (CHECK(d->driver.cuEventSynchronize(d->done[entry]), what) != 0) return NULL;
+    }
     buffer_record* b = table_record(&d->l.t.buffers, index);
     *bytes = b->bytes;
     return d->host + b->offset;
@@ -337,6 +373,8 @@ void cuda_device_close(cuda_device* d) {
     if (!d->driver_loaded) return;
     cuda_driver* api = &d->driver;
     if (d->stream) api->cuStreamSynchronize(d->stream);
+    for (uint32_t i = 0; d->done && i < d->l.t.ring.count; i++)
+        if (d->done[i]) api->cuEventDestroy(d->done[i]);
     for (uint32_t i = 0; d->execs && i < d->l.t.ring.count; i++)
         if (d->execs[i]) api->cuGraphExecDestroy(d->execs[i]);
     for (uint32_t i = 0; d->graphs && i < d->l.t.ring.count; i++)
@@ -347,6 +385,7 @@ void cuda_device_close(cuda_device* d) {
     if (d->host) api->cuMemFreeHost(d->host);
     if (d->context_retained) api->cuDevicePrimaryCtxRelease(d->card);
     free(d->graphs), free(d->execs), free(d->step_nodes), free(d->arguments);
+    free(d->touches), free(d->done), free(d->toucher), free(d->patched);
     tables_unload(&d->l);
     cuda_driver_unload(api);
     memset(d, 0, sizeof *d);

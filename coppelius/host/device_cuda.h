@@ -6,14 +6,18 @@
 // in command order from Python: the same bytes, without the commands side by side).
 //
 // The step-size word. The ABI passes step_size by value in each AdamW launch's parameter block, so
-// a patch writes the word into the blob and hands each AdamW node of the instantiated graphs its
-// parameters again (cuGraphExecKernelNodeSetParams): the driver copies them at that call, so a
-// graph already enqueued keeps the word it was enqueued with and patching needs no synchronization.
-// Once bias correction has converged the word stops changing and the patch costs nothing.
+// a patch writes the word into the blob, and a graph is handed its AdamW nodes' parameters again
+// (cuGraphExecKernelNodeSetParams: the driver copies them at that call) when it is next issued, if
+// the word changed since: the host never updates a graph the card may still be running (the two
+// update graphs alternate, one running while the other is issued). Once bias correction has
+// converged the word stops changing and the patch costs nothing.
 //
 // Synchronization. Graphs run asynchronously; the host block is read by h2d nodes and written by
-// d2h nodes when a graph runs, so the run synchronizes before it touches a host buffer
-// (cuda_device_buffer does), and that is where an error of a running kernel surfaces.
+// d2h nodes when a graph runs, so before the run touches a host buffer it waits for the last issued
+// ring entry whose graph copies to or from that buffer (an event recorded after each such launch;
+// cuda_device_buffer waits), and that is where an error of a running kernel surfaces. Earlier
+// entries are done too (one stream), and later ones never touch the buffer: so the host fills the
+// next update's context and reads a step's loss while the card runs the next update.
 #ifndef COPPELIUS_DEVICE_CUDA_H
 #define COPPELIUS_DEVICE_CUDA_H
 #include <stdint.h>
@@ -52,9 +56,13 @@ typedef struct {
     CUgraphExec* execs;                // per ring entry; NULL for an empty one
     cuda_step_node* step_nodes;        // every AdamW node of every graph
     uint32_t step_node_count;
-    float patched;                     // the step-size word the graphs hold
-    int has_patched;
+    float word;                        // the step-size word of the last patch
+    uint64_t word_version;             // patches that changed the word so far
+    uint64_t* patched;                 // per ring entry: the word_version its graph holds
     int64_t last;                      // the ring entry issued last (-1: none)
+    uint64_t* touches;                 // per ring entry: a bit per host buffer its graph copies to or from
+    CUevent* done;                     // per ring entry that touches one: recorded after each launch
+    int64_t* toucher;                  // per host buffer: the ring entry issued last that touches it (-1: none)
 } cuda_device;
 
 // Load the driver, check the card before allocating anything (name, arch, driver version, unified
@@ -65,9 +73,9 @@ int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena
                      failure* f);
 int cuda_device_patch_step_size(cuda_device* d, float word, failure* f);
 int cuda_device_issue(cuda_device* d, uint32_t ring, failure* f);
-int cuda_device_synchronize(cuda_device* d, failure* f);
-// The host buffer `index`'s memory (the caller synchronizes first).
-uint8_t* cuda_device_buffer(cuda_device* d, uint32_t index, uint64_t* bytes);
+// The host buffer `index`'s memory and size, once the last issued entry that touches it has finished;
+// NULL with the refusal when the device reports an error.
+uint8_t* cuda_device_buffer(cuda_device* d, uint32_t index, uint64_t* bytes, failure* f);
 // Free everything; never fails (it runs after failures too, where the first error is the one to report).
 void cuda_device_close(cuda_device* d);
 #endif

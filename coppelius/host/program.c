@@ -27,7 +27,8 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
             bad = "body", value = s.body;
         else if (s.op == STEP_OPERATION && s.count >= records->count - i - 1) bad = "count", value = s.count;
         else if ((s.op == STEP_READ || s.op == STEP_READ_AT_CURSOR || s.op == STEP_WRITE || s.op == STEP_FILL ||
-                  s.op == STEP_SAMPLE_CONTEXT || s.op == STEP_SAMPLE_TOKEN) && s.buffer >= buffer_count)
+                  s.op == STEP_SAMPLE_CONTEXT || s.op == STEP_SAMPLE_TOKEN || s.op == STEP_RECORD_STAT) &&
+                 s.buffer >= buffer_count)
             bad = "buffer", value = s.buffer;
         else if ((s.op == STEP_READ || s.op == STEP_WRITE) && s.file > 1) bad = "file", value = s.file;
         else if (s.op == STEP_RECORD_STAT && s.value > 4) bad = "value (stat kind)", value = s.value;

@@ -248,26 +248,30 @@ static void progress(run_state* r, const step_entry* e) {
     fflush(stderr);
 }
 
-static int op_record_stat(run_state* r, uint32_t kind) {
+static int op_record_stat(run_state* r, uint32_t kind, uint32_t buffer) {
     if (kind != STAT_STEP) {
         double loss;
-        if (mean_loss(r, BUFFER_REPORT_LOSSES, &loss) != 0) return 1;
+        if (mean_loss(r, buffer, &loss) != 0) return 1;
         if (kind == STAT_PREDICT) result_add_predict(&r->record, loss);
         else if (kind == STAT_VALIDATION) r->validation_sum += loss, r->validation_count++;
         else if (kind == STAT_INITIAL) r->record.has_initial = 1, r->record.initial_loss = loss;
         else r->record.has_final = 1, r->record.final_loss = loss;
         return 0;
     }
+    if (r->pending_count == 0)  // admission proves it cannot happen (schedule-steps-fresh); a guard
+        return fail(&r->f, "%s: the host program records a step with no update submitted; " REBUILD_ELF, r->elf), 1;
     int32_t flag;
     double loss;
-    const uint8_t* flag_word = run_host_buffer(r, BUFFER_STEP_FLAG, 0, 4);
-    if (!flag_word || mean_loss(r, BUFFER_STEP_LOSSES, &loss) != 0) return 1;
+    uint64_t n = r->run.tokens_per_step;
+    const uint8_t* flag_word = run_host_buffer(r, buffer, 4 * n, 4);  // the losses, then the flag after them
+    if (!flag_word || mean_loss(r, buffer, &loss) != 0) return 1;
     memcpy(&flag, flag_word, 4);
     double finished = run_clock(), took = finished - r->last_step;
     r->last_step = finished;
-    step_entry e = {.t = r->t, .epoch = r->train.epoch, .loss = loss,
-                    .time = finished - r->started, .step_word = r->step_word, .skipped = flag != 0,
-                    .tokens_per_second = took > 0 ? (double)r->run.tokens_per_step / took : 0.0};
+    step_entry e = {.t = r->pending[0].t, .epoch = r->pending[0].epoch, .loss = loss,
+                    .time = finished - r->started, .step_word = r->pending[0].step_word, .skipped = flag != 0,
+                    .tokens_per_second = took > 0 ? (double)n / took : 0.0};
+    memmove(r->pending, r->pending + 1, --r->pending_count * sizeof r->pending[0]);
     r->record.skipped += e.skipped;
     r->consecutive_skips = e.skipped ? r->consecutive_skips + 1 : 0;
     result_add_step(&r->record, e);
@@ -283,7 +287,7 @@ static int op_record_stat(run_state* r, uint32_t kind) {
     json_repr(&r->learner, scale, value, sizeof value);
     return fail(&r->f, "%s: steps %llu..%llu all had non-finite gradients (loss_scale %s); stopped, the last good "
                 "checkpoint is %s: lower loss_scale and resume from it", r->tokens_path,
-                (unsigned long long)(r->t - r->consecutive_skips + 1), (unsigned long long)r->t, value,
+                (unsigned long long)(e.t - r->consecutive_skips + 1), (unsigned long long)e.t, value,
                 newest_published(r)), 1;
 }
 
@@ -313,15 +317,18 @@ static int step(void* context, const program_step* s) {
     case STEP_VALIDATION_BEGIN: case STEP_VALIDATION_END:
         return run_cursor_step(r, s);
     case STEP_ADAMW_SCALARS: {
-        r->t++;
-        float size = step_size(r->run.lr, r->run.beta1, r->run.beta2, r->t);
-        memcpy(&r->step_word, &size, 4);
+        if (r->pending_count == PENDING_UPDATES)  // admission proves it cannot happen; a guard
+            return fail(&r->f, "%s: the host program steps the optimizer with %d updates unrecorded; " REBUILD_ELF,
+                        r->elf, PENDING_UPDATES), 1;
+        float size = step_size(r->run.lr, r->run.beta1, r->run.beta2, ++r->t);
+        r->pending[r->pending_count].t = r->t, r->pending[r->pending_count].epoch = r->train.epoch;
+        memcpy(&r->pending[r->pending_count++].step_word, &size, 4);
         return device_patch_step_size(&r->device, size, &r->f) != 0;
     }
     case STEP_CHECKPOINT_BEGIN: return op_checkpoint_begin(r);
     case STEP_WRITE: return op_write(r, s);
     case STEP_CHECKPOINT_PUBLISH: return op_checkpoint_publish(r);
-    case STEP_RECORD_STAT: return op_record_stat(r, s->value);
+    case STEP_RECORD_STAT: return op_record_stat(r, s->value, s->buffer);
     case STEP_WRITE_STATUS: snprintf(r->record.status, sizeof r->record.status, "completed"); return 0;
     case STEP_SAMPLE_CONTEXT:
         if (!(into = run_host_buffer(r, s->buffer, 0, 4 * s->count))) return 1;

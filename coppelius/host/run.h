@@ -37,8 +37,10 @@ typedef struct {
 _Static_assert(sizeof(run_record) == 88, "COPRUN record");
 
 // The host buffers, by their index in the program and the buffers table (formats/tables.py HOST_BUFFERS).
-enum { BUFFER_STAGING, BUFFER_CONTEXT, BUFFER_STEP_LOSSES, BUFFER_STEP_FLAG, BUFFER_REPORT_LOSSES,
-       BUFFER_REPORT_PREDICTIONS, BUFFER_SAMPLE_LOGITS, BUFFERS };
+enum { BUFFER_STAGING, BUFFER_CONTEXT, BUFFER_CONTEXT_1, BUFFER_STEP_LOSSES, BUFFER_STEP_LOSSES_1,
+       BUFFER_REPORT_LOSSES, BUFFER_REPORT_PREDICTIONS, BUFFER_SAMPLE_LOGITS, BUFFERS };
+// Updates submitted and not yet recorded (record-stat reads a step's loss a step late): at most this many.
+enum { PENDING_UPDATES = 2 };
 enum { FILE_CHECKPOINT, FILE_PREDICTIONS };
 enum { STAT_INITIAL, STAT_STEP, STAT_FINAL, STAT_PREDICT, STAT_VALIDATION };
 
@@ -75,7 +77,9 @@ typedef struct {
     device device;
     int device_open;
     uint64_t t, consecutive_skips;
-    uint32_t step_word;                   // the AdamW step-size word of step t
+    // the updates submitted and not yet recorded, oldest first: step count, epoch and AdamW step-size word
+    struct { uint64_t t, epoch; uint32_t step_word; } pending[PENDING_UPDATES];
+    uint32_t pending_count;
     uint8_t* issued;                      // ring entries issued so far
     FILE* checkpoint_file;
     publication predictions, open_checkpoint;

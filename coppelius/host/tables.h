@@ -19,7 +19,7 @@ typedef struct {
 int table_read(const uint8_t* data, uint64_t bytes, const char magic[8], uint32_t record_bytes, const char* where,
                table* out, failure* f);
 
-enum { TABLE_VERSION = 3, MAX_CLUSTER = 16 };  // clusters above 8 blocks: the non-portable sizes of sm_90
+enum { TABLE_VERSION = 4, MAX_CLUSTER = 16 };  // clusters above 8 blocks: the non-portable sizes of sm_90
 
 // The record layouts (packed, little-endian hosts only: x86-64 and AArch64).
 typedef struct {

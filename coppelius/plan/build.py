@@ -85,8 +85,10 @@ def planes_for(model, batch: int, staging_bytes: int, width: int = 0) -> list[Pl
 def host_buffers(batch: int, context: int, vocab_padded: int, staging_bytes: int) -> tuple[dict, int]:
     """The host's pinned memory: one block, buffers at 256-byte aligned offsets."""
     n = batch * context
-    sizes = [("staging", staging_bytes), ("context", 4 * (n + 1)), ("step_losses", 4 * n), ("step_flag", 4),
-             ("report_losses", 4 * n), ("report_predictions", 4 * n), ("sample_logits", 2 * context * vocab_padded)]
+    # two of each update buffer: the host fills one context and reads one step's losses while the other update runs
+    sizes = [("staging", staging_bytes), ("context", 4 * (n + 1)), ("context_1", 4 * (n + 1)),
+             ("step_losses", 4 * n + 4), ("step_losses_1", 4 * n + 4), ("report_losses", 4 * n),
+             ("report_predictions", 4 * n), ("sample_logits", 2 * context * vocab_padded)]
     buffers, cursor = {}, 0
     for name, size in sizes:
         buffers[name] = {"offset": cursor, "bytes": size}
@@ -138,8 +140,8 @@ def build_plan(config: Config) -> dict:
             scatter.d2d({"plane": "staging", "offset": staging_offset}, {"plane": part, "offset": part_offset}, span)
         pieces += [stage, scatter]
 
-    def take_context(piece: Piece, tokens: int = n + 1):
-        piece.h2d("context", 0, step.at("context"), 4 * tokens)
+    def take_context(piece: Piece, tokens: int = n + 1, buffer: str = "context"):
+        piece.h2d(buffer, 0, step.at("context"), 4 * tokens)
 
     def cast_weights(piece: Piece):  # the half weights every forward multiplies by, from the f32 parameters
         piece.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
@@ -150,16 +152,19 @@ def build_plan(config: Config) -> dict:
     step.forward(forward, with_predictions=True)
     pieces.append(forward)
 
-    update = Piece("update", arch, sm_count)
-    take_context(update)
-    update.memset(step.at("flag"), 4)
-    step.forward(update, with_predictions=False)
-    step.backward(update)
+    # two update pieces, the same but for their host buffers, so that the host submits one step while the card
+    # runs the other and reads a step's loss a step late (plan/program.py)
     first_step = f32_word(step_size_exact(learner.lr, learner.beta1, learner.beta2, 1))
-    step.update(update, first_step)
-    update.d2h(step.at("losses"), "step_losses", 0, 4 * n)
-    update.d2h(step.at("flag"), "step_flag", 0, 4)
-    pieces.append(update)
+    for name, context, losses in (("update", "context", "step_losses"), ("update_1", "context_1", "step_losses_1")):
+        update = Piece(name, arch, sm_count)
+        take_context(update, buffer=context)
+        update.memset(step.at("flag"), 4)
+        step.forward(update, with_predictions=False)
+        step.backward(update)
+        step.update(update, first_step)
+        update.d2h(step.at("losses"), losses, 0, 4 * n)  # the losses, then the non-finite flag after them
+        update.d2h(step.at("flag"), losses, 4 * n, 4)
+        pieces.append(update)
 
     for k, (offset, nbytes) in enumerate(payload_chunks):
         gather = Piece(f"gather_{k}")

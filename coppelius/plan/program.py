@@ -23,12 +23,25 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
                  step("submit", ring=ring[f"load_stage_{k}"]), step("submit", ring=ring[f"load_scatter_{k}"])]
 
     # train: the loss before training, then `steps` updates; every interval the validation stream is scored
-    # and a checkpoint published (its result record with it)
-    update = [context, step("adamw-scalars"), step("submit", ring=ring["update"]), step("record-stat", kind="step"),
-              *advance]
+    # and a checkpoint published (its result record with it). The updates alternate between two ring entries
+    # with their own host buffers, so that each is submitted before the one before it is recorded: the card
+    # never waits for the host between steps (llm.c's and nanoGPT's loops read the loss a step late too).
+    # record-stat records the oldest update not yet recorded; an interval ends with every update recorded.
+    def submit_update(k: int) -> list:
+        return [step("read-at-cursor", buffer=("context", "context_1")[k], tokens=n + 1), step("adamw-scalars"),
+                step("submit", ring=ring[("update", "update_1")[k]])]
+
+    def record_update(k: int) -> list:
+        return [step("record-stat", kind="step", buffer=("step_losses", "step_losses_1")[k])]
+
+    pairs, odd = divmod(run.interval - 1, 2)
+    interval_updates = [*submit_update(0), *advance,
+                        repeat(pairs, [*submit_update(1), *record_update(0), *advance,
+                                       *submit_update(0), *record_update(1), *advance]),
+                        *([*submit_update(1), *record_update(0), *advance] if odd else []), *record_update(odd)]
     validation = [step("validation-begin"), repeat(run.eval_contexts, [
         context, step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
-        step("record-stat", kind="validation"), *advance]), step("validation-end")]
+        step("record-stat", kind="validation", buffer="report_losses"), *advance]), step("validation-end")]
     publication = [step("checkpoint-begin")]
     for k, (offset, nbytes) in enumerate(payload_chunks):
         publication += [step("submit", ring=ring[f"gather_{k}"]),
@@ -36,18 +49,18 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
     publication.append(step("checkpoint-publish"))
     # the final forward: the last context again, under the final weights, before validation takes the buffer
     final = [step("reissue", ring=ring["forward"]), step("reissue", ring=ring["restore"]),
-             step("record-stat", kind="final")]
+             step("record-stat", kind="final", buffer="report_losses")]
     train = [step("cursor-from-checkpoint"), step("cursor-wrap", tokens=n + 1), context,
              step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
-             step("record-stat", kind="initial"),
+             step("record-stat", kind="initial", buffer="report_losses"),
              step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n),
-             repeat(run.steps // run.interval - 1, [repeat(run.interval, update)] + validation + publication),
-             repeat(run.interval, update), *final, *validation, *publication,
+             repeat(run.steps // run.interval - 1, interval_updates + validation + publication),
+             *interval_updates, *final, *validation, *publication,
              step("write-status"), step("write-timestamps"), step("end")]
 
     predict = [step("cursor-from-checkpoint"), step("cursor-wrap", tokens=n + 1), repeat(run.eval_contexts, [
         context, step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
-        step("record-stat", kind="predict"),
+        step("record-stat", kind="predict", buffer="report_losses"),
         step("write", file="predictions", offset=None, buffer="report_predictions", bytes=4 * n), *advance]),
         step("write-status"), step("write-timestamps"), step("end")]
 

@@ -227,8 +227,9 @@ def test_the_run_record_holds_the_plans_numbers_and_the_checkpoints_model_and_le
     for p in planes:
         assert p["offset"] + p["bytes"] <= run["arena_bytes"] and p["dtype"] <= 3 and p["lifetime"] <= 2
     model = ckpt["description"]["model"]
-    sizes = [None, 4 * (N + 1), 4 * N, 4, 4 * N, 4 * N, 2 * model["context"] * model["vocab_padded"]]
-    assert len(buffers) == 7
+    sizes = [None, 4 * (N + 1), 4 * (N + 1), 4 * N + 4, 4 * N + 4, 4 * N, 4 * N,
+             2 * model["context"] * model["vocab_padded"]]
+    assert len(buffers) == 8
     for i, (b, size) in enumerate(zip(buffers, sizes)):
         assert b["offset"] % 256 == 0 and b["offset"] + b["bytes"] <= run["host_bytes"], i
         assert size is None or b["bytes"] == size, (i, b, size)
@@ -250,8 +251,9 @@ def test_the_host_program_walks_as_the_document_says_with_unused_fields_zero(cha
             assert r["ring"] < len(ring)
         if op in ("read", "write") and r["file"] == 0:
             assert r["offset"] + r["bytes"] <= run["payload_bytes"] and r["bytes"] <= buffers[r["buffer"]]["bytes"]
-        if op == "record-stat":
-            assert r["value"] <= 4
+        if op == "record-stat":  # a step reads its losses and the flag after them, the others the losses
+            n = run["tokens_per_step"]
+            assert r["value"] <= 4 and 4 * n + 4 * (r["value"] == 1) <= buffers[r["buffer"]]["bytes"]
         if op == "repeat":
             assert i + r["body"] < len(program)
     for operation, n, validate in (("train", 0, True), ("train", 0, False), ("predict", 0, True),

@@ -23,6 +23,8 @@ from reference_host.generate import Generation, check_sample_path, parse_options
 from reference_host.sections import RunTables
 from reference_host.streams import check_command_line, check_stream, first_cursor
 
+PENDING_UPDATES = 2  # updates submitted and not yet recorded, at most (the C host's run.h)
+
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
             "buffers", "run", "step_words", "certificate")
 
@@ -95,6 +97,7 @@ class Run:
         self.buffers = self.tables.buffers
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
         self.cursor, self.epoch, self.t, self.consecutive_skips = 0, 0, 0, 0
+        self.pending = []  # the updates submitted and not yet recorded (record-stat reads a loss a step late)
         self.train_position = None  # (stream, cursor, epoch) of the train stream during a validation pass
         self.issued = set()
         self.open_checkpoint = None
@@ -242,9 +245,13 @@ class Run:
         validation["seconds"] += time.time() - self.validation_started
 
     def op_adamw_scalars(self):
+        if len(self.pending) == PENDING_UPDATES:  # admission proves it cannot happen (schedule-steps-fresh); a guard
+            raise CoppeliusError(f"{self.program.path}: the host program steps the optimizer with {PENDING_UPDATES} "
+                                 f"updates unrecorded; rebuild the host ELF with `snakemake`")
         self.t += 1
-        self.step_size = step_size_host(self.lr, self.beta1, self.beta2, self.t)
-        self.device.patch_step_size(self.step_size)
+        step_size = step_size_host(self.lr, self.beta1, self.beta2, self.t)
+        self.pending.append({"t": self.t, "epoch": self.epoch, "step_word": f32_word(step_size)})
+        self.device.patch_step_size(step_size)
 
     def checkpoint_directory(self) -> Path:
         """This run's checkpoints: a folder named by the run's identity (host ELF, starting checkpoint,
@@ -337,30 +344,36 @@ class Run:
         for step in older[:max(0, len(older) - (self.plan["run"]["keep"] - 1))]:
             steps[step].unlink()
 
-    def op_record_stat(self, kind):
+    def op_record_stat(self, kind, buffer):
         n = self.plan["run"]["tokens_per_step"]
-        if kind == "step":
-            losses = self.buffer("step_losses", 0, 4 * n).view("<f4")
-            skipped = bool(self.buffer("step_flag", 0, 4).view("<i4")[0])
+        if kind == "step":  # the oldest update not yet recorded: its losses, then its non-finite flag
+            if not self.pending:  # admission proves it cannot happen (schedule-steps-fresh); a guard
+                raise CoppeliusError(f"{self.program.path}: the host program records a step with no update "
+                                     f"submitted; rebuild the host ELF with `snakemake`")
+            update = self.pending.pop(0)
+            losses = self.buffer(buffer, 0, 4 * n).view("<f4")
+            skipped = bool(self.buffer(buffer, 4 * n, 4).view("<i4")[0])
             loss = float(np.mean(losses, dtype=np.float64))
             self.record["skipped"] += skipped
             self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
             now = time.time()
             took, self.last_step = now - self.last_step, now
-            entry = {"t": self.t, "loss": loss, "skipped": skipped, "time": now - self.started, "epoch": self.epoch,
-                     "tokens_per_second": n / took if took > 0 else 0.0, "step_word": f32_word(self.step_size)}
+            entry = {"t": update["t"], "loss": loss, "skipped": skipped, "time": now - self.started,
+                     "epoch": update["epoch"], "tokens_per_second": n / took if took > 0 else 0.0,
+                     "step_word": update["step_word"]}
             self.record["steps"].append(entry)
             self.progress(entry | {"steps": self.plan["run"]["steps"], "tokens": n})
             if self.consecutive_skips >= self.plan["run"]["max_skips"]:
                 newest = self.record["published"][-1] if self.record["published"] else str(self.checkpoint_path)
                 self.record["status"] = f"stopped: {self.consecutive_skips} consecutive steps with non-finite gradients"
                 self.finish()
+                first = update["t"] - self.consecutive_skips + 1
                 raise CoppeliusError(
-                    f"{self.tokens_path}: steps {self.t - self.consecutive_skips + 1}..{self.t} all had non-finite "
+                    f"{self.tokens_path}: steps {first}..{update['t']} all had non-finite "
                     f"gradients (loss_scale {self.plan['learner']['loss_scale']}); stopped, the last good "
                     f"checkpoint is {newest}: lower loss_scale and resume from it")
             return
-        loss = float(np.mean(self.buffer("report_losses", 0, 4 * n).view("<f4"), dtype=np.float64))
+        loss = float(np.mean(self.buffer(buffer, 0, 4 * n).view("<f4"), dtype=np.float64))
         if kind == "predict":
             self.record["predict"].append({"context": len(self.record["predict"]), "loss": loss})
             self.record["mean_loss"] = result.in_order_mean([p["loss"] for p in self.record["predict"]])

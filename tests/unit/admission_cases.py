@@ -58,8 +58,12 @@ class Case:
         return Case(copy.deepcopy(self.plan), dict(self.realization), dict(self.realized), dict(self.profile),
                     self.synthetic)
 
-    def reencode(self) -> "Case":
-        """The realization and tables of this (mutated) plan, as the build would make them."""
+    def reencode(self, updates_alike: bool = True) -> "Case":
+        """The realization and tables of this (mutated) plan, as the build would make them. The build makes
+        update_1 from update (plan/build.py), so unless told otherwise a corrupted update is corrupted in both."""
+        if updates_alike:
+            update = piece(self.plan, "update")["commands"]
+            piece(self.plan, "update_1")["commands"] = [as_update_1(c) for c in copy.deepcopy(update)]
         self.realization, self.synthetic = realization_for(self.plan, self.profile)
         self.realized = realized_tables(self.realization["launches"])
         return self
@@ -104,6 +108,14 @@ def edit_program(plan: dict, at: int, delete: int = 0, insert=()) -> None:
     for k, v in plan["labels"].items():
         if v > at:
             plan["labels"][k] = v + delta
+
+
+def as_update_1(c: dict) -> dict:
+    """A command of the update piece as update_1 has it: the same but for its host buffers."""
+    for side in ("src", "dst"):
+        if isinstance(c.get(side), dict) and c[side].get("buffer") in ("context", "step_losses"):
+            c[side]["buffer"] += "_1"
+    return c
 
 
 def piece(plan: dict, name: str) -> dict:

@@ -55,8 +55,8 @@ def m_restore_touches_staging(c):
     return c.reencode()
 
 
-def m_inner_count(c):
-    c.plan["program"][step(c.plan, "repeat", count=c.plan["run"]["interval"])][1]["count"] -= 1
+def m_inner_count(c):  # one pair of updates fewer in the first interval
+    c.plan["program"][step(c.plan, "repeat", after=step(c.plan, "repeat") + 1)][1]["count"] -= 1
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
@@ -77,8 +77,8 @@ def m_advance_short(c):
 
 def m_advance_first(c):
     at = step(c.plan, "read-at-cursor", after=step(c.plan, "repeat"))
-    body = c.plan["program"][at:at + 6]  # the context, the update, its stat, then the move and the wrap
-    c.plan["program"][at:at + 6] = body[4:] + body[:4]
+    body = c.plan["program"][at:at + 5]  # the context, the step count, the update, then the move and the wrap
+    c.plan["program"][at:at + 5] = body[3:] + body[:3]
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
@@ -390,6 +390,39 @@ def m_flags_on_memset(c):
     return c
 
 
+def m_updates_differ(c):
+    """update_1 taking its context from update's buffer: the two would race for it."""
+    command(c.plan, "update_1", op="h2d", dst_plane="context")["src"]["buffer"] = "context"
+    return c.reencode(updates_alike=False)
+
+
+def m_record_other_buffer(c):
+    """The first interval's second update recorded from update_1's losses before update_1 wrote them."""
+    at = step(c.plan, "record-stat", kind="step")
+    c.plan["program"][at][1]["buffer"] = "step_losses_1"
+    return c.reencode()
+
+
+def m_record_dropped(c):
+    """A step never recorded: the host would hold a third update."""
+    edit_program(c.plan, step(c.plan, "record-stat", kind="step"), delete=1)
+    return c.reencode()
+
+
+def m_record_after_validation(c):
+    """The interval's last update recorded after its validation pass began."""
+    p = c.plan["program"]
+    at = step(c.plan, "validation-begin") - 1
+    assert p[at][0] == "record-stat"
+    p[at], p[at + 1] = p[at + 1], p[at]
+    return c.reencode()
+
+
+def m_initial_from_step_losses(c):
+    c.plan["program"][step(c.plan, "record-stat", kind="initial")][1]["buffer"] = "step_losses"
+    return c.reencode()
+
+
 def m_lr_midpoint():
     return learner_case(lr=str(M + Fraction(1, 2 ** 70)), beta1="0", beta2="0")
 
@@ -418,9 +451,9 @@ MUTATIONS = [
     ("restore-touches-staging", "cpu", "device-lifetimes", m_restore_touches_staging,
      ["piece restore", "command 2", "touches transfer plane staging"]),
     ("inner-repeat-short", "cpu", "schedule-issues-run", m_inner_count,
-     ["train issues ring entry 6 (update) 19 times", "needs 20"]),
+     ["train issues ring entry 6 (update) 9 times", "needs 10", "alternates update and update_1"]),
     ("final-restore-dropped", "cpu", "schedule-issues-run", m_drop_final_restore,
-     ["ring entry 9 (restore) 9 times", "needs 10"]),
+     ["ring entry 10 (restore) 9 times", "needs 10"]),
     ("predict-extra", "cpu", "schedule-issues-run", m_predict_count,
      ["predict issues ring entry 5 (forward) 5 times", "needs 4"]),
     ("advance-short", "cpu", "schedule-steps-fresh", m_advance_short, ["update 2", "moved by [127]"]),
@@ -458,8 +491,18 @@ MUTATIONS = [
      ["host step 0 (fill)", "outside host buffer context (516 bytes)"]),
     ("predictions-past-buffer", "cpu", "schedule-request", m_predictions_overrun,
      ["predict host step", "(write)", "outside host buffer report_predictions (512 bytes)"]),
-    ("report-never-written", "cpu", "schedule-request", m_report_never_written,
-     ["(record-stat)", "reads host buffer report_losses bytes [0, 512)", "nothing wrote"]),
+    ("report-never-written", "cpu", "schedule-steps-fresh", m_report_never_written,
+     ["piece restore must copy losses+0 (512 bytes) to a host buffer's byte 0", "it copies neither"]),
+    ("updates-differ", "cpu", "schedule-steps-fresh", m_updates_differ,
+     ["piece update_1 command 0 is h2d host context+0 -> context+0", "it must be update's with host buffers"]),
+    ("record-other-buffer", "cpu", "schedule-steps-fresh", m_record_other_buffer,
+     ["records update 1 (update)", "to host buffer step_losses", "it reads host buffer step_losses_1"]),
+    ("record-dropped", "cpu", "schedule-steps-fresh", m_record_dropped,
+     ["adamw-scalars with 2 updates not yet recorded", "at most 2"]),
+    ("record-after-validation", "cpu", "schedule-steps-fresh", m_record_after_validation,
+     ["validation-begin with updates [10] not yet recorded"]),
+    ("initial-from-step-losses", "cpu", "schedule-steps-fresh", m_initial_from_step_losses,
+     ["record-stat initial reads host buffer step_losses", "the restore piece copies to report_losses"]),
     ("generate-no-window", "cpu", "schedule-generate", m_generate_no_window,
      ["generate host step", "the forward takes no window written since the last token"]),
     ("generate-batch-forward", "cpu", "schedule-issues-run", m_generate_batch_forward,

@@ -92,7 +92,8 @@ def test_the_walker_yields_what_the_document_s_walker_yields(driver, tmp_path, o
         "buffer is 6"),
                                         (_step("repeat", count=1, body=5), "body is 5"), ((99, 0, 0, 0, 0, 0, 0, 0, 0),
                                                 "op is 99"),
-                                        (_step("record-stat", value=5), "stat kind")])
+                                        (_step("record-stat", value=5), "stat kind"),
+                                        (_step("record-stat", value=1, buffer=6), "buffer is 6")])
 def test_a_malformed_program_is_refused_in_one_line(driver, tmp_path, bad, named):
     (tmp_path / "program.bin").write_bytes(_table("program", [_step("fill", buffer=1), bad, _step("end")]))
     run = subprocess.run([driver, "walk", str(tmp_path), "train", "2", "2"], capture_output=True, text=True)

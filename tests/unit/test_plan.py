@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from coppelius.config import ROOT, resolve
+from coppelius.formats.program import walk
 from coppelius.formats.tables import lifetimes_meet
 from coppelius.plan.build import build_plan, encode_plan
 from coppelius.formats.kernels import KERNELS
@@ -65,9 +66,36 @@ def test_pieces_and_program_cover_the_run():
     ops = [op for op, _ in plan["program"]]
     # one publication in the repeat of every interval but the last, one after the last (and its final forward)
     assert ops.count("checkpoint-publish") == 2 and "operation" in ops and ops[-1] == "end"
-    # a wrap after each cursor-from-checkpoint (train, predict) and after every cursor-advance (5 of them)
-    assert ops.count("validation-begin") == 2 and ops.count("cursor-wrap") == 2 + ops.count("cursor-advance") == 7
+    # a wrap after each cursor-from-checkpoint (train, predict) and after every cursor-advance: two written-out
+    # intervals of updates (the first, the repeated pair of the two update entries, the odd one out if any), one
+    # in each of the two validation passes, one in predict
+    odd = (plan["run"]["interval"] - 1) % 2
+    advances = 2 * (1 + 2 + odd) + 2 + 1
+    assert ops.count("validation-begin") == 2 and ops.count("cursor-wrap") == 2 + ops.count("cursor-advance")
+    assert ops.count("cursor-advance") == advances
     assert ops.count("sample-token") == ops.count("write-sample") == 1  # generate: one body, once per new token
+
+
+@pytest.mark.parametrize("steps, interval", [(1, 1), (4, 1), (4, 2), (9, 3), (8, 4), (10, 5)])
+def test_updates_alternate_and_each_is_recorded_a_step_late(steps, interval):
+    """Train submits each update before it records the one before (the card never waits for the host between
+    steps): the two update entries alternate from `update` in every interval, each step's record reads the
+    losses buffer of the update it records, and every update is recorded before the interval's validation."""
+    plan = build_plan(resolve(DEFAULTS | {"target": "cpu", "model": "tiny", "batch": 8, "steps": steps,
+                                          "interval": interval}))
+    ring = plan["ring"]
+    events = []
+    for _, op, args in walk(plan["program"], "train"):
+        if op == "submit" and ring[args["ring"]].startswith("update"):
+            events.append(ring[args["ring"]])
+        elif op == "record-stat" and args["kind"] == "step":
+            events.append(args["buffer"])
+        elif op == "validation-begin":
+            events.append("|")
+    one = ["update"] + [x for k in range(1, interval) for x in (("update", "update_1")[k % 2],
+                                                                  ("step_losses", "step_losses_1")[(k - 1) % 2])]
+    one.append(("step_losses", "step_losses_1")[(interval - 1) % 2])
+    assert events == (one + ["|"]) * (steps // interval)
 
 
 @pytest.mark.parametrize("target, model, batch", [

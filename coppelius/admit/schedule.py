@@ -33,7 +33,8 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     scored = 2 + publications * run["eval_contexts"]
     why = f"the loss before and after training, and eval_contexts at each of {publications} publications"
     pairs, odd = divmod(run["interval"] - 1, 2)
-    alternate = f"each of {publications} intervals of {run['interval']} steps alternates update and update_1, from update"
+    alternate = (f"each of {publications} intervals of {run['interval']} steps alternates update and update_1, "
+                 f"from update")
     return {
         "train": first | {"forward": (scored, why), "restore": (scored, why),
                           "update": (publications * (1 + pairs), alternate),
@@ -95,7 +96,8 @@ def _losses_copy(piece: dict, n: int, flag: bool) -> str:
     """The host buffer a piece copies the losses plane into (its n f32 whole, at byte 0), and with `flag`, the
     non-finite flag right after them."""
     copies = [c for c in piece["commands"] if c["op"] == "d2h" and c["src"]["plane"] in ("losses", "flag")]
-    want = [({"plane": "losses", "offset": 0}, 0, 4 * n)] + ([({"plane": "flag", "offset": 0}, 4 * n, 4)] if flag else [])
+    want = [({"plane": "losses", "offset": 0}, 0, 4 * n)]
+    want += [({"plane": "flag", "offset": 0}, 4 * n, 4)] if flag else []
     got = [(c["src"], c["dst"]["offset"], c["bytes"]) for c in copies]
     if got != want or len({c["dst"]["buffer"] for c in copies}) != 1:
         rule = f"losses+0 ({4 * n} bytes) to a host buffer's byte 0" + (f", then flag+0 (4 bytes) to its byte {4 * n}"
@@ -232,7 +234,8 @@ def check_steps_fresh(plan, realization, realized, profile):
                     raise Refusal(f"{at}: records update {k} ({name}), which copies its losses and flag to host "
                                   f"buffer {report[name]}; {why}")
             elif op == "record-stat":
-                if args["kind"] in ("predict", "validation") and (args["kind"] == "validation") != (validating is not None):
+                in_pass = validating is not None
+                if args["kind"] in ("predict", "validation") and (args["kind"] == "validation") != in_pass:
                     raise Refusal(f"{at}: record-stat {args['kind']} "
                                   f"{'outside' if validating is None else 'inside'} a validation pass")
                 if args["buffer"] != scores or writer.get(scores) is None:

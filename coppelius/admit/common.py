@@ -146,10 +146,8 @@ def plane_range(planes: dict, ref, nbytes: int, what: str) -> tuple[dict, int, i
 
 
 GENERATE_PIECES = ("sample_forward", "sample")  # the pieces generate issues a new token, and only generate
-# The two update pieces, the same but for their host buffers (the context they take, the buffer their losses and
-# flag go to), so that the host fills one's while the card runs the other (plan/build.py)
-UPDATES = {"update": {"context": "context", "step_losses": "step_losses"},
-           "update_1": {"context": "context_1", "step_losses": "step_losses_1"}}
+# The update pieces by name: (the host buffer each takes its context from, the one it copies its losses to)
+UPDATES = {name: (context, losses) for name, context, losses in tables.UPDATE_PIECES}
 
 
 def piece_class(name: str) -> str | None:

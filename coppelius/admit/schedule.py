@@ -8,10 +8,9 @@ Each check reads the plan's host program expanded as the runtime runs it (common
 walker of formats/program.py), once for `train` and once for `predict`, and the plan's pieces.
 """
 from ..formats.kernels import KERNELS
+from ..formats.program import PENDING_UPDATES
 from .common import (GENERATE_PIECES, OPERATIONS, TRACED_NEW_TOKENS, UPDATES, Refusal, describe, describe_ref, iv_add,
                      iv_gap, names_of as _names, parameter_count, trace, well_formed)
-
-PENDING_UPDATES = 2  # updates submitted and not yet recorded that the host holds, at most (run.h)
 
 def chunk_count(plan: dict) -> tuple[int, int, int]:
     """(payload bytes, part bytes, chunks), from the model's dimensions and the staging size."""
@@ -33,12 +32,13 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     scored = 2 + publications * run["eval_contexts"]
     why = f"the loss before and after training, and eval_contexts at each of {publications} publications"
     pairs, odd = divmod(run["interval"] - 1, 2)
-    alternate = (f"each of {publications} intervals of {run['interval']} steps alternates update and update_1, "
-                 f"from update")
+    update, update_1 = UPDATES
+    alternate = (f"each of {publications} intervals of {run['interval']} steps alternates {update} and {update_1}, "
+                 f"from {update}")
     return {
         "train": first | {"forward": (scored, why), "restore": (scored, why),
-                          "update": (publications * (1 + pairs), alternate),
-                          "update_1": (publications * (pairs + odd), alternate)}
+                          update: (publications * (1 + pairs), alternate),
+                          update_1: (publications * (pairs + odd), alternate)}
         | {f"gather_{k}": (publications, f"{publications} publications (steps / interval)") for k in range(chunks)},
         "predict": first | {"forward": (run["eval_contexts"], "eval_contexts"),
                             "restore": (run["eval_contexts"], "eval_contexts")},
@@ -112,7 +112,7 @@ def _updates_alike(plan: dict, index: dict) -> None:
     check of one holds for the other and the steps do not depend on which entry runs them."""
     first, *others = UPDATES
     for name in others:
-        rename = {UPDATES[first][role]: buffer for role, buffer in UPDATES[name].items()}
+        rename = dict(zip(UPDATES[first], UPDATES[name]))
         want = [c | {side: c[side] | {"buffer": rename.get(c[side]["buffer"], c[side]["buffer"])}
                      for side in ("src", "dst") if isinstance(c.get(side), dict) and "buffer" in c[side]}
                 for c in plan["pieces"][index[first]]["commands"]]

@@ -59,6 +59,7 @@ FILES = ("checkpoint", "predictions")
 STATS = ("initial", "step", "final", "predict", "validation")
 APPEND = (1 << 64) - 1  # a write's offset field for "append", a repeat's count for "once per new token" (null)
 OPERATIONS = ("train", "predict", "generate")
+PENDING_UPDATES = 2  # updates submitted and not yet recorded that a host holds, at most (the C host's run.h)
 # Which argument goes to which field of a HOST_STEP record (the rest are 0).
 FIELDS = {"ring": "ring", "count": "count", "tokens": "count", "offset": "offset", "bytes": "bytes", "value": "value"}
 

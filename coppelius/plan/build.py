@@ -14,6 +14,7 @@ from ..formats import checkpoint
 from ..formats.geometry import layernorm_backward_blocks, lm_head_leaves_stats, stats_width
 from ..formats.kernels import KERNELS
 from ..formats.step_size import f32_word, step_size_exact
+from ..formats.tables import UPDATE_PIECES
 from .arena import Plane, align, lay_out
 from .graph import Piece, Step
 from .program import host_program
@@ -155,7 +156,7 @@ def build_plan(config: Config) -> dict:
     # two update pieces, the same but for their host buffers, so that the host submits one step while the card
     # runs the other and reads a step's loss a step late (plan/program.py)
     first_step = f32_word(step_size_exact(learner.lr, learner.beta1, learner.beta2, 1))
-    for name, context, losses in (("update", "context", "step_losses"), ("update_1", "context_1", "step_losses_1")):
+    for name, context, losses in UPDATE_PIECES:
         update = Piece(name, arch, sm_count)
         take_context(update, buffer=context)
         update.memset(step.at("flag"), 4)

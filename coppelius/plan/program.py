@@ -6,6 +6,7 @@ The last interval is written out after the repeat of the others, so that the fin
 the last training context before the last validation pass takes the context buffer.
 """
 from ..formats.program import flatten, repeat
+from ..formats.tables import UPDATE_PIECES
 
 
 def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, positions: int,
@@ -28,11 +29,12 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
     # never waits for the host between steps (llm.c's and nanoGPT's loops read the loss a step late too).
     # record-stat records the oldest update not yet recorded; an interval ends with every update recorded.
     def submit_update(k: int) -> list:
-        return [step("read-at-cursor", buffer=("context", "context_1")[k], tokens=n + 1), step("adamw-scalars"),
-                step("submit", ring=ring[("update", "update_1")[k]])]
+        name, context_buffer, _ = UPDATE_PIECES[k]
+        return [step("read-at-cursor", buffer=context_buffer, tokens=n + 1), step("adamw-scalars"),
+                step("submit", ring=ring[name])]
 
     def record_update(k: int) -> list:
-        return [step("record-stat", kind="step", buffer=("step_losses", "step_losses_1")[k])]
+        return [step("record-stat", kind="step", buffer=UPDATE_PIECES[k][2])]
 
     pairs, odd = divmod(run.interval - 1, 2)
     interval_updates = [*submit_update(0), *advance,

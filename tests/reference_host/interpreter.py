@@ -15,15 +15,13 @@ from coppelius.errors import CoppeliusError
 from coppelius import canonical
 from coppelius.formats import certificate, checkpoint, faults, result
 from coppelius.formats.elf import host_machine, read_host_elf
-from coppelius.formats.program import OPERATIONS, walk
+from coppelius.formats.program import OPERATIONS, PENDING_UPDATES, walk
 from coppelius.formats.publish import (Publication, check_writable_folder, publish_bytes, publish_link,
                                        write_remedy)
 from coppelius.formats.step_size import f32_word, step_size_host
 from reference_host.generate import Generation, check_sample_path, parse_options
 from reference_host.sections import RunTables
 from reference_host.streams import check_command_line, check_stream, first_cursor
-
-PENDING_UPDATES = 2  # updates submitted and not yet recorded, at most (the C host's run.h)
 
 SECTIONS = ("plan", "image", "kernel_info", "launches", "relocations", "commands", "ring", "program", "planes",
             "buffers", "run", "step_words", "certificate")

@@ -112,9 +112,10 @@ def edit_program(plan: dict, at: int, delete: int = 0, insert=()) -> None:
 
 def as_update_1(c: dict) -> dict:
     """A command of the update piece as update_1 has it: the same but for its host buffers."""
+    (_, *buffers), (_, *buffers_1) = tables.UPDATE_PIECES
     for side in ("src", "dst"):
-        if isinstance(c.get(side), dict) and c[side].get("buffer") in ("context", "step_losses"):
-            c[side]["buffer"] += "_1"
+        if isinstance(c.get(side), dict) and c[side].get("buffer") in buffers:
+            c[side]["buffer"] = buffers_1[buffers.index(c[side]["buffer"])]
     return c
 
 

@@ -3,7 +3,8 @@
   device-extents    every pointer extent of every launch lies inside the region the plan names for
                     it: one layer's slice of a per-layer activation plane, one parameter tensor of a
                     flat weight plane (or a run of whole tensors, as AdamW's group launches take, or that
-                    whole plane), the plane otherwise
+                    whole plane), the plane otherwise; a tile counter is a persistent plane of its own,
+                    which nothing but the launches given it touch after the initialize piece's zeroes
   device-geometry   every launch's grid, block and shared bytes are the ones the kernel ABI computes
                     from its scalars (formats/geometry.py): no launch covers less, or more, than its count
   learner-coverage  each update's AdamW launches cover params, m, v and the fp16 weights exactly once
@@ -14,8 +15,8 @@ Each reads the realization's launches (what the run executes), decoded back to t
 from ..formats.geometry import PROGRAMMATIC_BLOCKS_PER_SM, cluster_size, geometry, programmatic_launches
 from ..formats.kernels import KERNEL_NAMES, KERNELS, SCALAR_KINDS
 from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES
-from .common import (UPDATES, Realized, Refusal, iv_add, iv_gap, iv_overlap, launch_accesses, names_of,
-                     planes_by_name)
+from .common import (UPDATES, Realized, Refusal, command_accesses, describe, iv_add, iv_gap, iv_overlap,
+                     launch_accesses, names_of, planes_by_name, piece_class)
 
 WEIGHT_PLANES = ("params", "m", "v", "weights")  # what AdamW updates; the gradients are read
 ADAMW_POINTERS = {"params": "params", "m": "m", "v": "v", "half": "weights", "grads": "grads"}
@@ -62,7 +63,36 @@ def check_extents(plan, realization, realized, profile):
                 raise Refusal(f"launch {i} ({c['kernel']}) argument {name}: bytes [{ref['offset']}, "
                               f"{ref['offset'] + nbytes}) {why}")
             count += 1
-    return f"{count} pointer extents of {len(r.launches)} launches stay inside one layer, tensor or plane each"
+    counters = _tile_counters(plan, planes)
+    return (f"{count} pointer extents of {len(r.launches)} launches stay inside one layer, tensor or plane each; "
+            f"the tile counter planes ({counters}) persistent, touched by their launches only")
+
+
+def _tile_counters(plan: dict, planes: dict) -> int:
+    """The kernels' tile_counter arguments (the sm_90a input gradients take their tiles from it and leave it 0,
+    formats/kernels.py) name a whole persistent i32 plane, zeroed by the initialize piece and touched by nothing
+    else: a counter that held anything but 0 at a launch would skip tiles."""
+    counters = set()
+    for piece in plan["pieces"]:
+        for c in piece["commands"]:
+            for name, _, ref, _ in command_accesses(c):
+                if c["op"] != "launch" or name != "tile_counter":
+                    continue
+                plane = planes[ref["plane"]]
+                if plane["lifetime"] != "persistent" or plane["dtype"] != "i32" or plane["bytes"] != 4:
+                    raise Refusal(f"piece {piece['name']} launch ({c['kernel']}): its tile_counter is plane "
+                                  f"{plane['name']} ({plane['lifetime']}, {plane['dtype']}, {plane['bytes']} bytes); "
+                                  f"a tile counter is a persistent i32 plane of its own, zero between launches")
+                counters.add(plane["name"])
+    for piece in plan["pieces"]:
+        if piece_class(piece["name"]) == "init":
+            continue
+        for c in piece["commands"]:
+            for name, _, ref, _ in command_accesses(c):
+                if ref.get("plane") in counters and not (c["op"] == "launch" and name == "tile_counter"):
+                    raise Refusal(f"piece {piece['name']} command {describe(c)} touches tile counter plane "
+                                  f"{ref['plane']}: only the launches given it may, or it is not 0 at the next one")
+    return len(counters)
 
 
 # ---------------------------------------------------------------------------- device-geometry

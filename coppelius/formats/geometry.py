@@ -14,10 +14,11 @@ matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE
 matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
 HOPPER_STAGES stages of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers
 (216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least
-WIDE_MIN_TILES tiles: up to WIDE_TILES persistent blocks, each walking tiles blockIdx.x, + gridDim.x, ...;
-matmul_backward_weight one tile a block, split S = 1 .. 16 ways, a cluster of S blocks a tile (wide_split_count: the
-least time in waves of clusters), each block summing at least WIDE_MIN_K of K (measured on the H200,
-docs/notes/gpu-speed.md, "v7" and "v40"); a shorter one (the tiny model's) takes the rule below, as on every arch
+WIDE_MIN_TILES tiles: up to WIDE_TILES persistent blocks, each walking tiles blockIdx.x, + gridDim.x, ... (the input
+gradients' taken from their tile_counter instead); matmul_backward_weight one tile a block, split S = 1 ..
+WIDE_BESIDE_SPLITS ways, a cluster of S blocks a tile (wide_split_count: the least time in waves of clusters), each
+block summing at least WIDE_MIN_K of K (measured on the H200, docs/notes/gpu-speed.md, "v7" and "v40", and the
+H100, the fortieth session); a shorter one (the tiny model's) takes the rule below, as on every arch
 (its 64x64 tiles split 8 ways: 7.8 against 9.9 us for 128x128 wgmma tiles at tiny's shapes on the H200, "v39").
 Otherwise 256 threads with 128x128 tiles (3 stages of 128x32 + 128x32 fp16: 48 KiB) when there are at least
 MATMUL_BIG_TILES of them; otherwise 128 threads with 64x64 tiles (4 stages: 32 KiB), so that small outputs (a 768x768
@@ -70,6 +71,15 @@ WIDE_MIN_K = 1024       # the least K an sm_90a weight-gradient block sums (16 k
 # clusters of S = 1 .. 16 one-an-SM blocks (384 threads, 216 KiB) resident at once on the H200
 # (cuOccupancyMaxActiveClusters, 2026-12-01; above 8 with the non-portable opt-in the hosts give)
 WIDE_CLUSTERS = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
+# the most splits of an sm_90a weight gradient: the cuda device runs each beside an input gradient, whose blocks take
+# their tiles from a counter (matmul_hopper.cuh: HopSchedule) and so fill whatever SMs the weight gradient leaves; what
+# counts then is the weight gradient's SM-time (each split's block pays the fixed cost of WIDE_BLOCK_K again), not its
+# span, as long as it ends before a later command overwrites its operands (small's fc projection's dout, dresidual,
+# ~0.1 ms later). small's step with the counter, splits at most 1, 2, 3 and as the cost model alone: 4.05, 3.745,
+# 3.84, 3.89 ms; 3.955 before the counter (H100, 2026-12-05, bench/results/tile_counter_ab-2026-12-05-h100.txt); in a
+# second A/B 3.68-3.72 at 2, 3.76-3.81 at 3, 3.94-3.95 before; gpt2-124m 56.6 -> 55.0
+# (tile_counter_splits_ab-2026-12-05-h100.txt)
+WIDE_BESIDE_SPLITS = 2
 # an sm_90a weight-gradient block's fixed cost (launch, prologue, partials through distributed shared memory, stores)
 # and each further split's, in units of one K of its main loop (fitted to the H200's times at S = 1 .. 16,
 # docs/notes/gpu-speed.md "v40": about 10 us, 0.2 us and 11 ns)
@@ -80,11 +90,12 @@ HOPPER_BK = 64        # the k-extent of a stage (MM_HOP_BK)
 HOPPER_STAGES = 3     # matmul_hopper.cuh: MM_HOP_STAGES
 HOPPER_OUT_LD = 264   # matmul_hopper.cuh: MM_HOP_OUT_LD
 # its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, two TMA tensor maps being
-# encoded (128 bytes each), two tiles' 256 fp16 bias values, then a full and an empty mbarrier (8 bytes each) a stage
-# (matmul_hopper.cuh: MM_HOP_SHARED); the weight gradient has no output rows and spends the same bytes on a deeper
-# ring (hop_ring_stages: 4 stages of 128x256 tiles' k-tiles, 5 of 128x192)
+# encoded (128 bytes each), two tiles' 256 fp16 bias values, a full and an empty mbarrier (8 bytes each) a stage, then
+# the tile schedule's ring of 16 ids and their mbarriers (matmul_hopper.cuh: MM_HOP_SHARED, HOP_IDS_BYTES); the weight
+# gradient has no output rows and spends the same bytes on a deeper ring (hop_ring_stages: 4 stages of 128x256
+# tiles' k-tiles, 5 of 128x192)
 HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128 + 2 * 256 * 2
-                 + HOPPER_STAGES * 2 * 8)
+                 + HOPPER_STAGES * 2 * 8 + 16 * (4 + 8))
 # (block, dynamic shared bytes) of each matmul tile: matmul_hopper.cuh's 128x256, matmul.cuh's 128x128 (3 stages of
 # 128x32 + 128x32 fp16) and 64x64 (4 stages)
 MATMUL_TILES = {"wide": ([HOPPER_THREADS, 1, 1], HOPPER_SHARED), "big": ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2),
@@ -252,12 +263,13 @@ def split_count(tiles: int, blocks: int = SPLIT_BLOCKS) -> int:
 
 
 def wide_split_count(tiles: int, K: int) -> int:
-    """Blocks per 128x256 tile of an sm_90a weight gradient, a cluster each: of S = 1 .. 16 (each block summing at
-    least WIDE_MIN_K of K), the S whose launch takes the least time, counted in waves of WIDE_CLUSTERS[S - 1] clusters,
-    each wave K / S + WIDE_BLOCK_K + WIDE_SPLIT_K * S long; the smaller S on a tie. gpt2's qkv: S = 2, its attn proj
-    5, its fc and fc proj 3, its lm head 1; small's qkv and fc proj 5, its fc 4, its attn proj and lm head 16."""
+    """Blocks per 128x256 tile of an sm_90a weight gradient, a cluster each: of S = 1 .. WIDE_BESIDE_SPLITS (each block
+    summing at least WIDE_MIN_K of K), the S whose launch takes the least time, counted in waves of
+    WIDE_CLUSTERS[S - 1] clusters, each wave K / S + WIDE_BLOCK_K + WIDE_SPLIT_K * S long; the smaller S on a tie.
+    gpt2's fc, fc projection and lm head: S = 1 (one wave of 72 or more tiles); its qkv and attn proj and all of
+    small's: 2."""
     best, best_cost = 1, None
-    for splits in range(1, len(WIDE_CLUSTERS) + 1):
+    for splits in range(1, WIDE_BESIDE_SPLITS + 1):
         if splits > 1 and K < splits * WIDE_MIN_K:
             break
         waves = _cdiv(tiles, WIDE_CLUSTERS[splits - 1])

@@ -49,13 +49,17 @@ CATALOG = (
     Kernel(19, "matmul_forward_gelu", (("slope", "f16*", "w"), ("out_gelu", "f16*", "w"), ("inp", "f16*", "r"),
                                        ("weight", "f16*", "r"), ("bias", "f16*", "r"), ("N", "i32", None),
                                        ("C", "i32", None), ("OC", "i32", None))),
+    # tile_counter: 0 before and after each launch (the arena zeroes it once); the sm_90a kernels' blocks take their
+    # tiles from it one at a time (matmul_hopper.cuh: HopSchedule), so the launches that share it never overlap: each
+    # writes it (the cuda device orders commands that write the same bytes)
     Kernel(13, "matmul_backward_input", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
-                                         ("N", "i32", None), ("C", "i32", None), ("OC", "i32", None))),
+                                         ("tile_counter", "i32*", "rw"), ("N", "i32", None), ("C", "i32", None),
+                                         ("OC", "i32", None))),
     # dinp = the matmul_backward_input above, then times slope (matmul_forward_gelu's), from dinp's fp16 values (as
     # gelu_backward would)
     Kernel(23, "matmul_backward_input_gelu", (("dinp", "f16*", "w"), ("dout", "f16*", "r"), ("weight", "f16*", "r"),
-                                              ("slope", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
-                                              ("OC", "i32", None))),
+                                              ("slope", "f16*", "r"), ("tile_counter", "i32*", "rw"),
+                                              ("N", "i32", None), ("C", "i32", None), ("OC", "i32", None))),
     # dweight = dout^T inp (+ dweight when accumulate is 1: then dweight is rw); dbias = column sums of dout
     Kernel(14, "matmul_backward_weight", (("dweight", "f16*", "w"), ("dbias", "f16*", "w"), ("dout", "f16*", "r"),
                                           ("inp", "f16*", "r"), ("N", "i32", None), ("C", "i32", None),
@@ -163,7 +167,7 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
         N, C, OC = s["N"], s["C"], s["OC"]
         slope = N * OC if kernel == "matmul_forward_gelu" else N * C  # out's shape, or dinp's
         return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "slope": slope,
-                "weight": OC * C, "dweight": OC * C, "bias": OC, "dbias": OC}
+                "weight": OC * C, "dweight": OC * C, "bias": OC, "dbias": OC, "tile_counter": 1}
     if kernel.startswith("attention"):
         B, T, C, NH = s["B"], s["T"], s["C"], s["NH"]
         return {"out": B * T * C, "dout": B * T * C, "qkv": B * T * 3 * C, "dqkv": B * T * 3 * C, "lse": B * NH * T}

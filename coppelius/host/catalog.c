@@ -57,9 +57,10 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
     {"layernorm_forward", 8, {{"out", F16_PTR, ACCESS_W}, {"mean", F32_PTR, ACCESS_W}, {"rstd", F32_PTR, ACCESS_W},
                               {"inp", F16_PTR, ACCESS_R}, {"weight", F16_PTR, ACCESS_R}, {"bias", F16_PTR, ACCESS_R},
                               {"N", I32_SCALAR, ACCESS_NONE}, {"C", I32_SCALAR, ACCESS_NONE}}},
-    {"matmul_backward_input", 6, {{"dinp", F16_PTR, ACCESS_W}, {"dout", F16_PTR, ACCESS_R},
-                                  {"weight", F16_PTR, ACCESS_R}, {"N", I32_SCALAR, ACCESS_NONE},
-                                  {"C", I32_SCALAR, ACCESS_NONE}, {"OC", I32_SCALAR, ACCESS_NONE}}},
+    {"matmul_backward_input", 7, {{"dinp", F16_PTR, ACCESS_W}, {"dout", F16_PTR, ACCESS_R},
+                                  {"weight", F16_PTR, ACCESS_R}, {"tile_counter", I32_PTR, ACCESS_RW},
+                                  {"N", I32_SCALAR, ACCESS_NONE}, {"C", I32_SCALAR, ACCESS_NONE},
+                                  {"OC", I32_SCALAR, ACCESS_NONE}}},
     {"matmul_backward_weight", 8, {{"dweight", F16_PTR, ACCESS_W}, {"dbias", F16_PTR, ACCESS_W},
                                    {"dout", F16_PTR, ACCESS_R}, {"inp", F16_PTR, ACCESS_R},
                                    {"N", I32_SCALAR, ACCESS_NONE}, {"C", I32_SCALAR, ACCESS_NONE},
@@ -89,10 +90,10 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                                         {"inp1", F16_PTR, ACCESS_R}, {"inp2", F16_PTR, ACCESS_R},
                                         {"weight", F16_PTR, ACCESS_R}, {"bias", F16_PTR, ACCESS_R},
                                         {"N", I32_SCALAR, ACCESS_NONE}, {"C", I32_SCALAR, ACCESS_NONE}}},
-    {"matmul_backward_input_gelu", 7, {{"dinp", F16_PTR, ACCESS_W}, {"dout", F16_PTR, ACCESS_R},
+    {"matmul_backward_input_gelu", 8, {{"dinp", F16_PTR, ACCESS_W}, {"dout", F16_PTR, ACCESS_R},
                                        {"weight", F16_PTR, ACCESS_R}, {"slope", F16_PTR, ACCESS_R},
-                                       {"N", I32_SCALAR, ACCESS_NONE}, {"C", I32_SCALAR, ACCESS_NONE},
-                                       {"OC", I32_SCALAR, ACCESS_NONE}}},
+                                       {"tile_counter", I32_PTR, ACCESS_RW}, {"N", I32_SCALAR, ACCESS_NONE},
+                                       {"C", I32_SCALAR, ACCESS_NONE}, {"OC", I32_SCALAR, ACCESS_NONE}}},
     {"matmul_forward_stats", 9, {{"out", F16_PTR, ACCESS_W}, {"stats", F32_PTR, ACCESS_W}, {"inp", F16_PTR, ACCESS_R},
                                  {"weight", F16_PTR, ACCESS_R}, {"N", I32_SCALAR, ACCESS_NONE},
                                  {"C", I32_SCALAR, ACCESS_NONE}, {"OC", I32_SCALAR, ACCESS_NONE},
@@ -222,6 +223,7 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
         set_extent(args, elements, "bias", OC), set_extent(args, elements, "dbias", OC);
         set_extent(args, elements, "stats", N * ((OC + width - 1) / width) * 2);
+        set_extent(args, elements, "tile_counter", 1);
         break;
     case ATTENTION_FORWARD: case ATTENTION_BACKWARD:
         if (NH <= 0 || C % NH != 0) {
@@ -292,7 +294,8 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case GELU_FORWARD: gelu_forward(p[0], p[1], I(2)); break;
     case LAYERNORM_BACKWARD: layernorm_backward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], I(7), I(8)); break;
     case LAYERNORM_FORWARD: layernorm_forward(p[0], p[1], p[2], p[3], p[4], p[5], I(6), I(7)); break;
-    case MATMUL_BACKWARD_INPUT: matmul_backward_input(p[0], p[1], p[2], I(3), I(4), I(5)); break;
+    case MATMUL_BACKWARD_INPUT: matmul_backward_input(p[0], p[1], p[2], I(4), I(5), I(6)); break;  // p[3]: GPUs' only
+
     case MATMUL_BACKWARD_WEIGHT: matmul_backward_weight(p[0], p[1], p[2], p[3], I(4), I(5), I(6), w[7]); break;
     case MATMUL_FORWARD: matmul_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
     case NONFINITE_CHECK: nonfinite_check(p[0], p[1], I(2)); break;
@@ -307,7 +310,9 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
         residual_forward(p[0], p[4], p[5], I(8) * I(9));
         layernorm_forward(p[1], p[2], p[3], p[0], p[6], p[7], I(8), I(9));
         break;
-    case MATMUL_BACKWARD_INPUT_GELU: matmul_backward_input_gelu(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
+    case MATMUL_BACKWARD_INPUT_GELU:  // p[4], the tile counter, is the GPUs' schedule
+        matmul_backward_input_gelu(p[0], p[1], p[2], p[3], I(5), I(6), I(7));
+        break;
     case MATMUL_FORWARD_STATS: matmul_forward_stats(p[0], p[1], p[2], p[3], I(4), I(5), I(6), I(7), I(8)); break;
     case CROSSENTROPY_FORWARD_BACKWARD_STATS:
         crossentropy_forward_backward_stats(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7), I(8), F(9));

@@ -64,6 +64,8 @@ def planes_for(model, batch: int, staging_bytes: int, width: int = 0) -> list[Pl
     return [
         weight("params", "f32", "persistent"), weight("m", "f32", "persistent"),
         weight("v", "f32", "persistent"), weight("weights", "f16", "persistent"),
+        # the input gradients' tile schedule on sm_90a (formats/kernels.py), 0 between launches
+        Plane("tile_counter", "i32", (1,), "persistent"),
         step("context", "i32", B * T + 1),  # a step's tokens, then the next one: the targets are the tokens from 1
         step("encoded", "f16", B, T, C),
         layer("ln1", "f16", B, T, C), layer("ln1_mean", "f32", B, T), layer("ln1_rstd", "f32", B, T),

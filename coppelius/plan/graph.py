@@ -128,6 +128,7 @@ class Step:
         N, C, L = self.N, self.C, self.L
         w = lambda name, l=None: self.param("weights", name, l)  # noqa: E731
         g = lambda name, l=None: self.param("grads", name, l)  # noqa: E731
+        counter = self.at("tile_counter")  # the input gradients' (formats/kernels.py): each writes it, so none overlap
         scale = nearest_f32(Fraction(self.learner.loss_scale, N))
         if self.stats_width:  # the statistics the forward's lm head left
             p.launch("crossentropy_forward_backward_stats", losses=self.at("losses"), dlogits=self.at("dlogits"),
@@ -140,7 +141,7 @@ class Step:
         p.launch("matmul_backward_weight", dweight=g("wte"), dbias=None, dout=self.at("dlogits"), inp=self.at("lnf"),
                  N=N, C=C, OC=self.Vp, accumulate=0)
         p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dlogits"), weight=w("wte"),
-                 N=N, C=C, OC=self.Vp)
+                 tile_counter=counter, N=N, C=C, OC=self.Vp)
         p.memset(self.at("dresidual"), self.planes["dresidual"].bytes)
         self.layernorm_backward(p, "lnf", None, self.act("residual3", L - 1), self.at("lnf_mean"), self.at("lnf_rstd"))
         for l in reversed(range(L)):
@@ -153,24 +154,24 @@ class Step:
             # 0.265 against 0.38 ms on sm_90a's wide tiles, 0.71 against 0.76 on the 128x128 mma.sync tiles (sm_86's
             # code), tiny 6.4 against 12.1 us (H200; docs/notes/gpu-speed.md, nineteenth and twentieth sessions)
             p.launch("matmul_backward_input_gelu", dinp=self.at("dbt4c"), dout=self.at("dresidual"),
-                     weight=w("fcprojw", l), slope=self.act("fch_slope", l), N=N, C=4 * C, OC=C)
+                     weight=w("fcprojw", l), slope=self.act("fch_slope", l), tile_counter=counter, N=N, C=4 * C, OC=C)
             p.launch("matmul_backward_weight", dweight=g("fcw", l), dbias=g("fcb", l), dout=self.at("dbt4c"),
                      inp=self.act("ln2", l), N=N, C=C, OC=4 * C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt4c"), weight=w("fcw", l),
-                     N=N, C=C, OC=4 * C)
+                     tile_counter=counter, N=N, C=C, OC=4 * C)
             self.layernorm_backward(p, "ln2", l, self.act("residual2", l), self.act("ln2_mean", l),
                                     self.act("ln2_rstd", l))
             # attention: dresidual now holds the gradient of residual2[l]
             p.launch("matmul_backward_weight", dweight=g("attprojw", l), dbias=g("attprojb", l),
                      dout=self.at("dresidual"), inp=self.act("atty", l), N=N, C=C, OC=C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dresidual"), weight=w("attprojw", l),
-                     N=N, C=C, OC=C)
+                     tile_counter=counter, N=N, C=C, OC=C)
             p.launch("attention_backward", dqkv=self.at("dbt3c"), dout=self.at("dbtc"), qkv=self.act("qkv", l),
                      out=self.act("atty", l), lse=self.act("att_lse", l), B=self.B, T=self.T, C=C, NH=self.NH)
             p.launch("matmul_backward_weight", dweight=g("qkvw", l), dbias=g("qkvb", l), dout=self.at("dbt3c"),
                      inp=self.act("ln1", l), N=N, C=C, OC=3 * C, accumulate=0)
             p.launch("matmul_backward_input", dinp=self.at("dbtc"), dout=self.at("dbt3c"), weight=w("qkvw", l),
-                     N=N, C=C, OC=3 * C)
+                     tile_counter=counter, N=N, C=C, OC=3 * C)
             self.layernorm_backward(p, "ln1", l, residual, self.act("ln1_mean", l), self.act("ln1_rstd", l))
         p.launch("encoder_sort", order=self.at("token_order"), first=self.at("token_first"), tokens=self.at("context"),
                  N=N, Vp=self.Vp)

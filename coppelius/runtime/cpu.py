@@ -81,7 +81,7 @@ def matmul_forward_stats(out, stats, inp, weight, N, C, OC, V, width):
     stats[:] = ref.softmax_parts(f32(out).reshape(N, OC), V, width).ravel()  # of out's fp16 values, as stored
 
 
-def matmul_backward_input(dinp, dout, weight, N, C, OC):
+def matmul_backward_input(dinp, dout, weight, tile_counter, N, C, OC):  # (the counter: the GPU's tile schedule)
     dinp[:] = (f32(dout).reshape(N, OC) @ f32(weight).reshape(OC, C)).ravel()
 
 
@@ -92,8 +92,8 @@ def matmul_forward_gelu(slope, out_gelu, inp, weight, bias, N, C, OC):
     gelu_forward(out_gelu, pre, N * OC)
 
 
-def matmul_backward_input_gelu(dinp, dout, weight, slope, N, C, OC):
-    matmul_backward_input(dinp, dout, weight, N, C, OC)
+def matmul_backward_input_gelu(dinp, dout, weight, slope, tile_counter, N, C, OC):
+    matmul_backward_input(dinp, dout, weight, tile_counter, N, C, OC)
     gelu_backward(dinp, slope, dinp, N * C)
 
 

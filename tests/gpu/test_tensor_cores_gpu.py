@@ -80,6 +80,14 @@ class Gpu:
         self.module = _ck(driver.cuModuleLoadData(self.cubin))
         self.fn = {k: _ck(driver.cuModuleGetFunction(self.module, k.encode())) for k in TC_KERNELS + UNFUSED}
         self.buffers = []
+        self.counter = None  # the input gradients' tile_counter when a launch names none (the plan's plane)
+
+    def tile_counter(self) -> int:
+        """A zeroed i32 that the launches sharing it leave 0, as the plan's tile_counter plane."""
+        if self.counter is None:
+            self.counter = self.alloc(16)
+            _ck(self.d.cuMemsetD8(self.counter, 0, 16))
+        return self.counter
 
     def alloc(self, nbytes: int) -> int:
         ptr = int(_ck(self.d.cuMemAlloc(max(16, nbytes))))
@@ -111,6 +119,8 @@ class Gpu:
         """A function that launches kernel with args (pointer parameters as device addresses, None for
         null; scalars as numbers) on `stream` (the default stream unless given): the parameter block packed once,
         as the catalog's param_layout says."""
+        if any(n == "tile_counter" for n, _ in KERNELS[kernel]) and "tile_counter" not in args:
+            args = {**args, "tile_counter": self.tile_counter()}
         scalars = {n: args[n] for n, kind in KERNELS[kernel] if kind not in PTR_KINDS}
         grid, block, shared = geometry(kernel, scalars, self.arch)
         cluster = cluster_size(kernel, scalars, self.arch)
@@ -148,6 +158,7 @@ class Gpu:
         for p in self.buffers:
             self.d.cuMemFree(p)
         self.buffers = []
+        self.counter = None
 
     def timer(self, fn, reps: int = 20, warmup: int = 3) -> float:
         """Milliseconds a call of fn (launches, issued back to back) takes, CUDA events around reps calls."""
@@ -249,7 +260,7 @@ def h16_timing(rng, *shape, scale=1.0):
 
 MATMUL_SHAPES = [  # (N, C, OC)
     (512, 64, 64), (1024, 64, 192), (1024, 64, 256), (1024, 256, 64),  # tiny
-    (16384, 384, 1152), (16384, 1536, 384), (16384, 384, 256),           # small (S = 5, 5, 16 on sm_90)
+    (16384, 384, 1152), (16384, 1536, 384), (16384, 384, 256),           # small (S = 2 on sm_90)
     (1000, 72, 200), (77, 40, 33), (129, 13, 70), (3, 8, 5), (300, 136, 264), (2048, 96, 4100),  # ragged
     (5000, 1000, 1000), (6000, 1001, 700), (2048, 72, 2136), (2072, 2136, 70),  # ragged on sm_90's 256x128 tiles
     (16384, 384, 384), (8999, 200, 328),  # sm_90's ping-pong forwards (OC leaves a 128x256 tile a fifth empty)
@@ -284,10 +295,12 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
 
     res = run_twice(g, "matmul_backward_input", {"dinp": p_dinp, "dout": p_dout, "weight": p_w, **sc},
                     {"dinp": (p_dinp, np.float16, N * C)})
+    _tile_counter_kept(g, "matmul_backward_input", {"dinp": p_dinp, "dout": p_dout, "weight": p_w, **sc},
+                       res["dinp"], N * C, tag)
     c_out = None
     if full_check:
         c_out = np.empty(N * C, np.float16)
-        cpu.matmul_backward_input(c_out, dout.ravel(), weight.ravel(), N, C, OC)
+        cpu.matmul_backward_input(c_out, dout.ravel(), weight.ravel(), None, N, C, OC)
         c_out = c_out.reshape(N, C)
     compare(f"bwd_input {tag}", res["dinp"].reshape(N, C)[r], g64[r] @ w64, TOL_FP16, c_out)
     _gelu_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w, "bias": p_b}, r, tag)
@@ -356,6 +369,14 @@ def _stats_epilogue(g, N, C, OC, p: dict, r, tag):
     compare(f"fwd_stats {tag} width={width} V={V}", got[..., 1], want_s, 1e-5)
 
 
+def _tile_counter_kept(g, kernel: str, args: dict, got: np.ndarray, count: int, tag: str) -> None:
+    """An input gradient's tiles taken from its counter (the plan's way, run_twice above) give the bits of the static
+    walk (no counter), and leave the counter 0 for the next launch."""
+    static = run_twice(g, kernel, {**args, "tile_counter": None}, {"dinp": (args["dinp"], np.float16, count)})["dinp"]
+    assert got.tobytes() == static.tobytes(), f"{kernel} {tag}: the counter's tiles give other bits than the walk's"
+    assert g.get(g.tile_counter(), np.int32, 1)[0] == 0, f"{kernel} {tag}: the tile counter is not left 0"
+
+
 def _gelu_backward_epilogue(g, rng, N, C, OC, p: dict, r, tag, host_operands=None):
     """matmul_backward_input_gelu gives the bits of the unfused launches it replaces (matmul_backward_input, then
     gelu_backward on the GPU), which are the rounded products times the slopes rounded once (host_operands: dout and
@@ -371,6 +392,8 @@ def _gelu_backward_epilogue(g, rng, N, C, OC, p: dict, r, tag, host_operands=Non
                                                         "slope": p_slope, **sc},
                       {"dinp": (p_dinp, np.float16, N * C)})["dinp"]
     assert fused.tobytes() == unfused.tobytes(), f"bwd_input_gelu {tag}: dinp differs from the unfused"
+    _tile_counter_kept(g, "matmul_backward_input_gelu", {"dinp": p_dinp, "dout": p["dout"], "weight": p["weight"],
+                                                         "slope": p_slope, **sc}, fused, N * C, tag)
     product = g.get(p_prod, np.float16, N * C)
     rounded_once = (product.astype(np.float32) * slope.ravel().astype(np.float32)).astype(np.float16)
     assert fused.tobytes() == rounded_once.tobytes(), f"bwd_input_gelu {tag}: not the product rounded once"
@@ -378,8 +401,8 @@ def _gelu_backward_epilogue(g, rng, N, C, OC, p: dict, r, tag, host_operands=Non
     c_out = None
     if host_operands is not None:
         c_out = np.empty(N * C, np.float16)
-        cpu.matmul_backward_input_gelu(c_out, host_operands[0].ravel(), host_operands[1].ravel(), slope.ravel(), N, C,
-                                       OC)
+        cpu.matmul_backward_input_gelu(c_out, host_operands[0].ravel(), host_operands[1].ravel(), slope.ravel(), None,
+                                       N, C, OC)
         c_out = c_out.reshape(N, C)[r]
     compare(f"bwd_input_gelu {tag}", fused.reshape(N, C)[r], want, TOL_FP16, c_out)
 

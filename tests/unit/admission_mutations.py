@@ -238,6 +238,18 @@ def m_layer_ahead(c):
     return c.reencode()
 
 
+def m_tile_counter_step_plane(c):  # an input gradient's counter in a step plane, which others write
+    dinp = next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "matmul_backward_input")
+    set_arg(dinp, "tile_counter", {"plane": "flag", "offset": 0})
+    return c.reencode()
+
+
+def m_tile_counter_shared(c):  # another kernel writes the counter's plane
+    check = next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "nonfinite_check")
+    set_arg(check, "flag", {"plane": "tile_counter", "offset": 0})
+    return c.reencode()
+
+
 def m_eps_word(c):
     c.realized["step_words"] = edit_table(c.realized["step_words"], "step_words",
                                           lambda r, b: setf(r, 1, "eps", r[1]["eps"] + 1))
@@ -445,6 +457,10 @@ MUTATIONS = [
     ("memset-past-plane", "cpu", "device-relocations", m_memset_overrun,
      ["memset flag+0 (8 bytes)", "outside plane flag (4 bytes)"]),
     ("relocation-plane", "cpu", "device-relocations", m_relocation_plane, ["launch", "its relocation says plane"]),
+    ("tile-counter-step-plane", "cpu", "device-extents", m_tile_counter_step_plane,
+     ["(matmul_backward_input): its tile_counter is plane flag (step, i32, 4 bytes)", "persistent i32 plane"]),
+    ("tile-counter-shared", "cpu", "device-extents", m_tile_counter_shared,
+     ["touches tile counter plane tile_counter", "only the launches given it"]),
     ("persistent-overlap", "cpu", "device-lifetimes", m_persistent_overlap,
      ["planes m (persistent) and logits (step) share"]),
     ("step-overlap", "cpu", "device-lifetimes", m_step_overlap, ["ln1 (step)", "qkv (step)", "share arena bytes"]),
@@ -576,7 +592,7 @@ MUTATIONS = [
      ["(adamw): grid", "block [2048, 1, 1] outside CUDA's limits"]),
     ("max-threads", "h200", "card-kernels", lambda c: with_kernel_info(c, "adamw", max_threads=128), ["adamw", "128"]),
     ("rtx3090-batch-64", "rtx3090-big", "card-memory", lambda c: c,
-     ["arena needs 38,087,472,384 bytes", "NVIDIA GeForce RTX 3090 has 25,447,170,048 available"]),
+     ["arena needs 38,087,472,640 bytes", "NVIDIA GeForce RTX 3090 has 25,447,170,048 available"]),
     ("gb10-host-block", "gb10", "card-memory",
      lambda c: with_profile(c, memory_bytes=c.plan["arena"]["bytes"] + c.plan["host"]["bytes"] - 1),
      ["pinned host block", "1 too many"]),

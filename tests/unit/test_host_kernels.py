@@ -122,11 +122,12 @@ def _case(kernel: str, rng) -> tuple[dict, dict]:
                 "inp": inp, "weight": weight}, {"N": rows, "C": width, "OC": out_width, "V": 37, "width": 16}
     if kernel == "matmul_backward_input":
         return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
-                "weight": _half(rng, out_width, width, scale=0.2)}, {"N": rows, "C": width, "OC": out_width}
+                "weight": _half(rng, out_width, width, scale=0.2), "tile_counter": np.zeros(1, np.int32)}, \
+            {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_input_gelu":
         return {"dinp": np.zeros(rows * width, np.float16), "dout": _half(rng, rows, out_width),
-                "weight": _half(rng, out_width, width, scale=0.2), "slope": _half(rng, rows, width)}, \
-            {"N": rows, "C": width, "OC": out_width}
+                "weight": _half(rng, out_width, width, scale=0.2), "slope": _half(rng, rows, width),
+                "tile_counter": np.zeros(1, np.int32)}, {"N": rows, "C": width, "OC": out_width}
     if kernel == "matmul_backward_weight":
         return {"dweight": _half(rng, out_width, width), "dbias": np.zeros(out_width, np.float16),
                 "dout": _half(rng, rows, out_width), "inp": _half(rng, rows, width)}, \

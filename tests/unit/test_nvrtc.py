@@ -131,7 +131,8 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul_hopper.cuh", "MM_HOP_BK") == str(geometry.HOPPER_BK)
     assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
     hopper = {name: int(constant("matmul_hopper.cuh", name))
-              for name in ("MM_HOP_STAGES", "MM_HOP_BK", "MM_HOP_OUT_LD")}
+              for name in ("MM_HOP_STAGES", "MM_HOP_BK", "MM_HOP_OUT_LD", "HOP_ID_RING")}
+    hopper["HOP_IDS_BYTES"] = eval(constant("matmul_hopper.cuh", "HOP_IDS_BYTES"), {}, hopper)
     assert eval(" ".join(constant("matmul_hopper.cuh", "MM_HOP_SHARED").split()), {}, hopper) == geometry.HOPPER_SHARED
 
 
@@ -163,8 +164,8 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_half_a_wave_of_
     tc, cluster = geometry.tensor_core_geometry, geometry.cluster_size
     hopper_shared = geometry.HOPPER_SHARED
     # the persistent blocks: 3 stages of 48 KiB, 2 x 64 staging rows of 264 fp16, 2 tensor maps being encoded, 2 x 256
-    # bias values, 6 mbarriers; within the H200's 227 KiB
-    assert hopper_shared == 3 * 48 * 1024 + 2 * 64 * 264 * 2 + 2 * 128 + 2 * 256 * 2 + 6 * 8 <= 227 * 1024
+    # bias values, 6 mbarriers, the tile schedule's 16 ids and their mbarriers; within the H200's 227 KiB
+    assert hopper_shared == 3 * 48 * 1024 + 2 * 64 * 264 * 2 + 2 * 128 + 2 * 256 * 2 + 6 * 8 + 16 * 12 <= 227 * 1024
     # gpt2's fc forward (32768 x 3072): 256 x 12 tiles of 128x256, walked by one persistent block an SM on sm_90,
     # 128x128 tiles elsewhere
     assert tc("matmul_forward", {"N": 32768, "C": 768, "OC": 3072}, "sm_90") == ([geometry.WIDE_TILES, 1, 1],
@@ -181,13 +182,14 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_half_a_wave_of_
     assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_90")[0] == [131, 1, 1]
     assert tc("matmul_forward", {"N": 128 * 133, "C": 64, "OC": 256}, "sm_90")[0] == [132, 1, 1]
     assert tc("matmul_forward", {"N": 128 * 131, "C": 64, "OC": 256}, "sm_86")[1] == [128, 1, 1]  # 262 < 264
-    # on sm_90 weight gradients take the 128x256 tiles too, a cluster of S blocks a tile, S for the least time in
-    # waves of WIDE_CLUSTERS[S - 1] clusters: gpt2's qkv 18 x 3 tiles 2 ways (66 clusters at once: one wave), its fc
-    # 24 x 3 3 ways (39 at once: two waves of K / 3), its attn proj 6 x 3 5 ways (22 at once), its lm head 393 x 3
-    # not split; small's attn proj (3 x 2 tiles, K = 16384) 16 ways (7 at once)
-    wg = {"gpt2 qkv": (32768, 768, 2304, 54, 2), "gpt2 fc": (32768, 768, 3072, 72, 3),
-          "gpt2 attn proj": (32768, 768, 768, 18, 5), "gpt2 lm head": (32768, 768, 50304, 1179, 1),
-          "small attn proj": (16384, 384, 384, 6, 16), "small fc": (16384, 384, 1536, 24, 4)}
+    # on sm_90 weight gradients take the 128x256 tiles too, a cluster of S <= WIDE_BESIDE_SPLITS blocks a tile, S for
+    # the least time in waves of WIDE_CLUSTERS[S - 1] clusters: gpt2's qkv 18 x 3 tiles 2 ways (66 clusters at once:
+    # one wave), its fc 24 x 3 not split (two ways would take two waves of 66), its attn proj 6 x 3 2 ways, its lm
+    # head 393 x 3 not split; small's attn proj (3 x 2 tiles, K = 16384) and fc 2 ways
+    assert geometry.WIDE_BESIDE_SPLITS == 2
+    wg = {"gpt2 qkv": (32768, 768, 2304, 54, 2), "gpt2 fc": (32768, 768, 3072, 72, 1),
+          "gpt2 attn proj": (32768, 768, 768, 18, 2), "gpt2 lm head": (32768, 768, 50304, 1179, 1),
+          "small attn proj": (16384, 384, 384, 6, 2), "small fc": (16384, 384, 1536, 24, 2)}
     for label, (N, C, OC, tiles, splits) in wg.items():
         s = {"N": N, "C": C, "OC": OC}
         assert tc("matmul_backward_weight", s, "sm_90") == ([tiles * splits, 1, 1], [384, 1, 1], hopper_shared), label

@@ -492,7 +492,8 @@ namespace coptc {
 template <bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
 __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __half* A, const __half* B,
                                             const __half* bias, __half* dbias, int M, int Nn, int K, int lda, int ldb,
-                                            bool accumulate, bool vec, int splits, MmStats st = {}) {
+                                            bool accumulate, bool vec, int splits, unsigned* counter = nullptr,
+                                            MmStats st = {}) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int tile_n = blockDim.x == MM_HOP_THREADS ? 256 : blockDim.x == 256 ? 128 : 64;
 #else
@@ -503,7 +504,7 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (blockDim.x == MM_HOP_THREADS) {
         if constexpr (AK)
-            mm_hopper<AK, BK_MAJOR, EPI>(out, aux, A, B, bias, M, Nn, K, lda, ldb, vec, st);
+            mm_hopper<AK, BK_MAJOR, EPI>(out, aux, A, B, bias, M, Nn, K, lda, ldb, vec, counter, st);
         else if (hop_split_columns(Nn) == 192)
             mm_hopper_split<AK, BK_MAJOR, 192>(out, A, B, dbias, M, Nn, K, lda, ldb, accumulate, vec, splits);
         else
@@ -553,23 +554,27 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
                          int V, int width) {
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_STATS>(out, nullptr, inp, weight, nullptr, nullptr, N, OC, C, C, C, false,
-                                                    vec, 1, {stats, V, width});
+                                                    vec, 1, nullptr, {stats, V, width});
 }
 
-// dinp[N,C] = dout[N,OC] @ weight[OC,C]
+// dinp[N,C] = dout[N,OC] @ weight[OC,C]; tile_counter: 0 before and after, the persistent tiles' schedule on sm_90a
+// (matmul_hopper.cuh: HopSchedule), unused elsewhere
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
-    matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int N, int C, int OC) {
+    matmul_backward_input(__half* dinp, const __half* dout, const __half* weight, int* tile_counter, int N, int C,
+                          int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
+    coptc::mm_dispatch<true, false>(dinp, nullptr, dout, weight, nullptr, nullptr, N, C, OC, OC, C, false, vec, 1,
+                                    reinterpret_cast<unsigned*>(tile_counter));
 }
 
 // matmul_backward_input, then dinp *= slope from dinp's fp16 values (gelu_backward's bits, in one pass)
 extern "C" __global__ void COPPELIUS_MM_BOUNDS
-    matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* slope, int N,
-                               int C, int OC) {
+    matmul_backward_input_gelu(__half* dinp, const __half* dout, const __half* weight, const __half* slope,
+                               int* tile_counter, int N, int C, int OC) {
     const bool vec = (C % 8) == 0 && (OC % 8) == 0 && coptc::aligned16(dout) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, false, coptc::MM_GELU_BACKWARD>(dinp, const_cast<__half*>(slope), dout, weight,
-                                                             nullptr, nullptr, N, C, OC, OC, C, false, vec, 1);
+                                                             nullptr, nullptr, N, C, OC, OC, C, false, vec, 1,
+                                                             reinterpret_cast<unsigned*>(tile_counter));
 }
 
 // dweight[OC,C] = dout^T @ inp (+ dweight when accumulate); dbias[OC] = column sums of dout (if not null).

@@ -18,12 +18,12 @@
 //     lockstep: a tile's bias and epilogue leave the tensor cores idle (~16% of a K = 768 tile, ~26% at K = 384),
 //     and a staggered start does not last past the first tile (bench/experiments/matmul_stagger.patch, H200,
 //     2026-12-04).
-// mm_hopper (forward, input gradient): a persistent block an SM walks the tiles blockIdx.x, + gridDim.x, ...; the
-// next tile's first k-tiles load while this one's last are multiplied, the sums start from the bias, and the
-// results are rounded into shared staging that leaves under the next tile's products: a plain output's by the TMA
-// unit's tensor stores (hop_store_boxes), the gelus' and the lm head statistics' by the producer warpgroup's idle
-// warps (hop_finish_store), and where the operands' loads are element-wise (every producer warp busy) by the TMA
-// unit's row copies.
+// mm_hopper (forward, input gradient): a persistent block an SM walks its tiles (blockIdx.x, + gridDim.x, ..., or the
+// input gradient's taken from a counter one at a time: HopSchedule); the next tile's first k-tiles load while this
+// one's last are multiplied, the sums start from the bias, and the results are rounded into shared staging that leaves
+// under the next tile's products: a plain output's by the TMA unit's tensor stores (hop_store_boxes), the gelus' and
+// the lm head statistics' by the producer warpgroup's idle warps (hop_finish_store), and where the operands' loads are
+// element-wise (every producer warp busy) by the TMA unit's row copies.
 // mm_hopper_pingpong (plain forwards and input gradients whose columns leave a 128x256 tile a fifth empty): each
 // consumer a whole 128x128 tile, the two in turn, one's epilogue under the other's products.
 // mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
@@ -49,8 +49,10 @@ constexpr int MM_HOP_BK = 64;        // the k-extent of a stage (HOPPER_BK)
 constexpr int MM_HOP_OUT_LD = 264;  // halves a row of a consumer's 64x256 output staging (HOPPER_OUT_LD; +16 bytes:
                                     // an 8x8 matrix's 8 rows in 8 bank groups, stmatrix without conflicts)
 // a block's dynamic shared bytes (HOPPER_SHARED): hop_smem's layout below
+constexpr int HOP_ID_RING = 16;                                    // the tile schedule's ring (HopSchedule)
+constexpr int HOP_IDS_BYTES = HOP_ID_RING * 4 + HOP_ID_RING * 8;  // its ids, then their barriers
 constexpr int MM_HOP_SHARED = MM_HOP_STAGES * (128 + 256) * MM_HOP_BK * 2 + 2 * 64 * MM_HOP_OUT_LD * 2 + 2 * 128 +
-                              2 * 256 * 2 + MM_HOP_STAGES * 2 * 8;
+                              2 * 256 * 2 + MM_HOP_STAGES * 2 * 8 + HOP_IDS_BYTES;
 
 // mbarriers in shared memory (PTX ISA: mbarrier); phases alternate parity 0, 1, 0, ...
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
@@ -226,7 +228,7 @@ __device__ __forceinline__ void hop_store_boxes(__half* stg, const float (&acc)[
 
 // The shared memory of a block: STAGES stages of A (128 x 64) and B (256 x 64) tiles, then the consumers' output
 // staging rows (the weight gradient: its 1 KiB of fp16 ones there), the two tensor maps being encoded, two tiles' 256
-// bias values (fp16 pairs), then the full and empty barriers.
+// bias values (fp16 pairs), then the full and empty barriers, then the tile schedule's ring (HOP_IDS_BYTES).
 struct HopSmem {
     __half* stages;
     __half* staging;
@@ -248,16 +250,17 @@ __device__ __forceinline__ HopSmem hop_smem() {
 }
 
 // A deeper ring than mm_hopper's, for the paths without its two consumers' 64-row stagings and bias values: as many
-// stages of 128 x 64 + BN x 64 fp16 as the block's bytes (MM_HOP_SHARED) hold beside STAGING halves of staging, the
-// two tensor maps being encoded and the barriers, laid out in that order. The weight gradient (STAGING: its 1 KiB of
-// fp16 ones) takes 4 stages of 128 x 256 tiles' k-tiles or 5 of 128 x 192; the ping-pong (each consumer's 128 rows)
-// 4 of 128 x 128 (mm_hopper's layout left either 3). Why: a k-tile waits out its loads' latency, which three stages
-// did not cover (the weight gradient's 192-column k-tile took as many cycles as a 256-column one, ~1150: H200,
-// 2026-12-04, bench/experiments/weight_gradient_trace.py); and one warpgroup multiplies alone at ~90% of the tensor
-// pipe when its operands are already there, at ~50% when they are loaded (bench/experiments/matmul_noload.patch).
+// stages of 128 x 64 + BN x 64 fp16 as the block's bytes (MM_HOP_SHARED) hold beside STAGING halves of staging, the two
+// tensor maps being encoded, the barriers and the tile schedule's ring, laid out in that order. The weight gradient
+// (STAGING: its 1 KiB of fp16 ones) takes 4 stages of 128 x 256 tiles' k-tiles or 5 of 128 x 192; the ping-pong (each
+// consumer's 128 rows) 4 of 128 x 128 (mm_hopper's layout left either 3). Why: a k-tile waits out its loads' latency,
+// which three stages did not cover (the weight gradient's 192-column k-tile took as many cycles as a 256-column one,
+// ~1150: H200, 2026-12-04, bench/experiments/weight_gradient_trace.py); and one warpgroup multiplies alone at ~90% of
+// the tensor pipe when its operands are already there, at ~50% when they are loaded
+// (bench/experiments/matmul_noload.patch).
 template <int BN, int STAGING>
 constexpr int hop_ring_stages() {
-    return (MM_HOP_SHARED - STAGING * 2 - 2 * 128) / ((128 + BN) * MM_HOP_BK * 2 + 2 * 8);
+    return (MM_HOP_SHARED - STAGING * 2 - 2 * 128 - HOP_IDS_BYTES) / ((128 + BN) * MM_HOP_BK * 2 + 2 * 8);
 }
 template <int BN, int STAGING>
 __device__ __forceinline__ HopSmem hop_ring_smem() {
@@ -688,39 +691,108 @@ constexpr int HOP_PP_STAGING = 2 * 128 * HOP_PP_LD;  // halves of both consumers
 __device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }
 __device__ __forceinline__ void turn_arrive(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(9 + c) : "memory"); }
 
+// The persistent tiles' schedule. A block's producer publishes each slot's tile (-1 past its last) in a ring of
+// HOP_ID_RING ids in shared memory, each with a barrier the slot's readers wait on; it publishes slot s + 1 before it
+// loads slot s, so that a reader may look one slot ahead (the next tile's bias, whether there is one), and two -1s
+// after the last tile (one for each of the ping-pong's consumers). The ring needs no `empty` side: the producer is
+// never more than its stages' worth of slots ahead of any reader. The tiles are blockIdx.x, + gridDim.x, ... or, with
+// a counter (the input gradients', plan plane tile_counter), taken one at a time from it: the weight gradient the
+// cuda device runs beside an input gradient holds some SMs for a while, and the input gradient's blocks that start
+// late on them then take fewer tiles instead of a fixed share, so the two end together (small's step 3.955 -> 3.890
+// ms with the weight gradients' splits as they were, H100, 2026-12-05, bench/results/tile_counter_ab-2026-12-05-h100
+// .txt). Every block fetches until it gets a value past the tiles, so tiles + grid - 1 is the launch's last fetch,
+// and that block puts the counter back to 0 for the next launch (which fetches only after its wait for this one;
+// the counter's writes order the launches that share it, formats/kernels.py). A tile's sums do not depend on the
+// block that makes them: the same bits in any order.
+struct HopSchedule {
+    int* ids;
+    unsigned long long* full;
+    unsigned* counter;  // null: the static walk
+    int tiles;
+    __device__ __forceinline__ void publish(int slot, int tile) const {
+        ids[slot % HOP_ID_RING] = tile;
+        mbar_arrive(&full[slot % HOP_ID_RING]);  // (a release: the id before the arrive)
+    }
+    __device__ __forceinline__ int wait(int slot) const {
+        mbar_wait(&full[slot % HOP_ID_RING], (slot / HOP_ID_RING) & 1);
+        return ids[slot % HOP_ID_RING];
+    }
+    __device__ __forceinline__ int next(int slot) const {
+        if (counter == nullptr) {
+            const int t = (int)blockIdx.x + slot * (int)gridDim.x;
+            return t < tiles ? t : -1;
+        }
+        const unsigned t = atomicAdd(counter, 1u);
+        if (t < (unsigned)tiles) return (int)t;
+        if (t == (unsigned)tiles + gridDim.x - 1) atomicExch(counter, 0u);  // the launch's last fetch
+        return -1;
+    }
+};
+// The schedule's ring at `at` (HOP_IDS_BYTES of shared memory, 8-byte aligned), its barriers initialized by thread 0
+// (before the block's __syncthreads).
+__device__ __forceinline__ HopSchedule hop_schedule(void* at, unsigned* counter, int tiles) {
+    HopSchedule sc{reinterpret_cast<int*>(at), reinterpret_cast<unsigned long long*>(at) + HOP_ID_RING / 2, counter,
+                   tiles};
+    if (threadIdx.x == 0)
+        for (int i = 0; i < HOP_ID_RING; ++i) mbar_init(&sc.full[i], 1);
+    return sc;
+}
+// The producer's walk: load(tile) for each of the block's slots in order, by every thread that calls it (with TMA
+// one, element-wise the warpgroup); `leader` publishes.
+template <class Load>
+__device__ __forceinline__ void hop_walk(const HopSchedule& sc, bool leader, Load load) {
+    int cur = -1;  // (the leader's) slot s's tile
+    if (leader) sc.publish(0, cur = sc.next(0));
+    for (int s = 0;; ++s) {
+        if (leader) {
+            const int n = cur < 0 ? -1 : sc.next(s + 1);
+            sc.publish(s + 1, n);
+            cur = n;
+        }
+        const int t = sc.wait(s);
+        if (t < 0) return;
+        load(t);
+    }
+}
+
 template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, const __half* __restrict__ A,
                                                    const __half* __restrict__ B, const __half* __restrict__ bias,
-                                                   int M, int Nn, int K, int lda, int ldb) {
+                                                   int M, int Nn, int K, int lda, int ldb, unsigned* counter) {
     constexpr int BM = 128, BN = 128, BK = MM_HOP_BK, STAGES = hop_ring_stages<BN, HOP_PP_STAGING>();
     const HopSmem m = hop_ring_smem<BN, HOP_PP_STAGING>();
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int KT = (K + BK - 1) / BK;
-    const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
     hop_init_barriers(m, true, 4, STAGES);
+    const HopSchedule sc = hop_schedule(m.empty + STAGES, counter, tiles);
     __syncthreads();
-    if (slots == 0 || KT == 0) return;
+    if (KT == 0) return;
 
     if (wg == 0) {
         const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, true);
         if (maps == nullptr) return;
         cpl::grid_dependency();
         int g = 0;
-        for (int s = 0; s < slots; ++s) {
+        hop_walk(sc, true, [&](int t) {
             int tm, tn;
-            mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+            mm_tile_of(t, tilesM, tilesN, tm, tn);
             hop_produce<AK, BK_MAJOR, BN, STAGES>(m, maps, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, true, g);
-        }
+        });
         return;
     }
 
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
     __half* stg = m.staging + c * BM * HOP_PP_LD;
     cpl::grid_dependency();
-    for (int s = c; s < slots; s += 2) {
+    for (int s = c;; s += 2) {
+        const int t = sc.wait(s);
+        if (t < 0) {  // the slots' tiles are a prefix: the other consumer's turn_arrive is for the first past them
+            if (s > 0 && sc.wait(s - 1) >= 0) turn_sync(c);
+            break;
+        }
         int tm, tn;
-        mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+        mm_tile_of(t, tilesM, tilesN, tm, tn);
         const int m0 = tm * BM, n0 = tn * BN;
         float acc[2][16][4];
 #pragma unroll
@@ -736,7 +808,7 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         do {  // a do-while (KT > 0): see hop_consume
             const int st = g % STAGES;
             mbar_wait(&m.full[st], (g / STAGES) & 1);
-            if (kt == KT - 1 && s + 1 < slots) turn_arrive(1 - c);
+            if (kt == KT - 1) turn_arrive(1 - c);  // (a slot past the tiles turn_syncs too)
             fence_proxy_async();
             const __half* sA = m.stages + st * (BM + BN) * BK;
             const __half* sB = sA + BM * BK;
@@ -785,17 +857,16 @@ template <bool AK, bool BK_MAJOR, int EPI>
 __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __restrict__ aux,
                                           const __half* __restrict__ A, const __half* __restrict__ B,
                                           const __half* __restrict__ bias, int M, int Nn, int K, int lda, int ldb,
-                                          bool vec, MmStats st = {}) {
+                                          bool vec, unsigned* counter, MmStats st = {}) {
     constexpr int BM = 128, BN = 256, BK = MM_HOP_BK;
     const HopSmem m = hop_smem();
     if (M <= 0 || Nn <= 0) return;
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int KT = (K + BK - 1) / BK;
-    const int slots = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int tid = threadIdx.x, wg = tid >> 7;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || EPI == MM_STATS || aligned16(aux));
     if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn)) {
-        mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb);
+        mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb, counter);
         return;
     }
     // MM_PLAIN with the TMA unit's loads and 16-byte output rows: each consumer's staged tile leaves by TMA tensor
@@ -809,15 +880,19 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     // statistics epilogues take them
     const bool finished = EPI != MM_PLAIN && vec && vec_out;
     hop_init_barriers(m, vec);
+    const HopSchedule sc = hop_schedule(m.empty + MM_HOP_STAGES, counter, tiles);
     __syncthreads();
-    if (slots == 0 || KT == 0) return;
+    if (KT == 0) return;
 
     if (wg == 0) {  // the producer: stage g of the block's sequence is k-tile g % KT of slot g / KT
         if (finished && tid >= 32) {
             cpl::grid_dependency();
-            for (int s = 0; s < slots; ++s) {
+            for (int s = 0;; ++s) {
+                const int t = sc.wait(s);
+                if (t < 0) break;
                 int tm, tn;
-                mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+                mm_tile_of(t, tilesM, tilesN, tm, tn);
+                const bool more = sc.wait(s + 1) >= 0;  // (published before slot s was loaded)
                 for (int c = 0; c < 2; ++c) {
                     const __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
                     const int m0 = tm * BM + c * 64, n0 = tn * BN;
@@ -835,7 +910,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                                             reinterpret_cast<float*>(m.bias) + c * 128 + 32, stg, m0, n0, M, Nn,
                                             tid - 32);
                     }
-                    if (s + 1 < slots) named_arrive(6 + c);
+                    if (more) named_arrive(6 + c);
                 }
             }
             return;
@@ -844,11 +919,11 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         if (maps == nullptr) return;
         cpl::grid_dependency();
         int g = 0;
-        for (int s = 0; s < slots; ++s) {
+        hop_walk(sc, tid == 0, [&](int t) {
             int tm, tn;
-            mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+            mm_tile_of(t, tilesM, tilesN, tm, tn);
             hop_produce<AK, BK_MAJOR>(m, maps, A, B, tm, tn, 0, KT, M, Nn, K, lda, ldb, vec, g);
-        }
+        });
         return;
     }
 
@@ -875,19 +950,21 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     struct BiasBits {
         unsigned short lo, hi;
     };
-    auto bias_bits = [&](int slot) -> BiasBits {
+    auto bias_bits = [&](int tile) -> BiasBits {
         int tm, tn;
-        mm_tile_of((int)blockIdx.x + slot * (int)gridDim.x, tilesM, tilesN, tm, tn);
+        mm_tile_of(tile, tilesM, tilesN, tm, tn);
         const int col = tn * BN + 2 * ctid;
         return {col < Nn ? __half_as_ushort(bias[col]) : (unsigned short)0,
                 col + 1 < Nn ? __half_as_ushort(bias[col + 1]) : (unsigned short)0};
     };
     auto joined = [](BiasBits b) { return (unsigned)b.lo | (unsigned)b.hi << 16; };
-    if (bias != nullptr && c == 0) m.bias[ctid] = joined(bias_bits(0));
+    if (bias != nullptr && c == 0 && sc.wait(0) >= 0) m.bias[ctid] = joined(bias_bits(sc.wait(0)));
     int g = 0;
-    for (int s = 0; s < slots; ++s) {
+    for (int s = 0;; ++s) {
+        const int t = sc.wait(s);
+        if (t < 0) break;
         int tm, tn;
-        mm_tile_of((int)blockIdx.x + s * (int)gridDim.x, tilesM, tilesN, tm, tn);
+        mm_tile_of(t, tilesM, tilesN, tm, tn);
         float acc[32][4], unused_bias_sum[1][4];
         if (bias != nullptr) {
             consumers_sync();  // this tile's bias is in shared memory, the one before it read
@@ -902,8 +979,9 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
 #pragma unroll
             for (int f = 0; f < 32; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
         }
-        const bool prefetch = bias != nullptr && c == 0 && s + 1 < slots;
-        const BiasBits next_bias = prefetch ? bias_bits(s + 1) : BiasBits{0, 0};
+        const int next = bias != nullptr && c == 0 ? sc.wait(s + 1) : -1;  // (published before slot s was loaded)
+        const bool prefetch = next >= 0;
+        const BiasBits next_bias = prefetch ? bias_bits(next) : BiasBits{0, 0};
         hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, unused_bias_sum, g);
         if (prefetch) m.bias[((s + 1) & 1) * 128 + ctid] = joined(next_bias);
 

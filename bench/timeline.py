@@ -4,7 +4,7 @@ what runs side by side (waits.c orders only commands that share a written byte),
 kernels and how long each kernel really takes inside the graph can be read, which profile_gpu.py's commands one by
 one cannot show.
     bash bench/timeline/build.sh            # here (needs PyPI): .timeline/ holds CUPTI and the injection library
-    python bench/timeline.py [--models small] [--steps 30] [--out bench/results]   # on the card, carry .timeline
+    python bench/timeline.py [--models small] [--steps 30] [--out bench/results]   # on the card, carry .whl
 Writes timeline-MODEL-DATE.md (and the raw CSV beside it) and prints the summary: per step (the median over the
 steps after three warm-up ones) its period, the time no kernel runs, the time one, two or more run, the kernels'
 in-graph times, the longest idle gaps with the kernels on either side, and the step boundary as the host sees it
@@ -16,6 +16,7 @@ import csv
 import datetime
 import statistics
 import sys
+import tarfile
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -156,9 +157,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
-    library = ROOT / ".timeline" / "cupti_timeline.so"
+    library, packed = ROOT / ".timeline" / "cupti_timeline.so", ROOT / ".whl" / "timeline.tar.xz"
+    if not library.exists() and packed.exists():  # build.sh's archive, carried with .whl
+        with tarfile.open(packed) as archive:  # (the data filter where this Python has it: 3.11.4 on)
+            archive.extractall(ROOT, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     if not library.exists():
-        raise SystemExit(f"timeline: {library} is missing; run bash bench/timeline/build.sh here and carry .timeline")
+        raise SystemExit(f"timeline: {library} is missing; run bash bench/timeline/build.sh here and carry .whl")
     from train_gpu import BATCH, build_gpu, run_native
     from cuda_probe import cuda_card_name
     out, date, device = Path(args.out), datetime.date.today().isoformat(), cuda_card_name()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds .timeline/ on this machine (it needs PyPI; the lent card's machine has no network): CUPTI's library from the
 # pinned nvidia-cuda-cupti-cu12 wheel and cupti_timeline.so, the injection library bench/timeline.py runs the native
-# host with. Carry ".timeline" (with ".whl") to the card.
+# host with; and the two packed into .whl/timeline.tar.xz (1.7 MB), which travels with the carried ".whl" and which
+# bench/timeline.py unpacks on the card (".timeline" itself, 7.6 MB, no longer fits beside .whl and the tree in a
+# carry's 64 MiB).
 #   bash bench/timeline/build.sh
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,4 +21,6 @@ cp "$cupti/lib/libcupti.so.12" "$root/.timeline/"
     -I "$cupti/include" -I "$work/nvidia/cuda_runtime/include" -I "$work/nvidia/cuda_nvcc/include" \
     "$root/bench/timeline/cupti_timeline.c" \
     -L "$root/.timeline" -l:libcupti.so.12 -Wl,-rpath,'$ORIGIN' -o "$root/.timeline/cupti_timeline.so"
-ls -la "$root/.timeline"
+mkdir -p "$root/.whl"
+tar -cJf "$root/.whl/timeline.tar.xz" -C "$root" .timeline
+ls -la "$root/.timeline" "$root/.whl/timeline.tar.xz"

@@ -308,4 +308,12 @@ def test_the_waits_of_a_real_h200_plan_are_the_shared_bytes_transitive_reduction
             weight_gradient_then_input_gradient = (commands[k - 1].get("kernel") == "matmul_backward_weight" and
                                                    commands[k].get("kernel", "").startswith("matmul_backward_input"))
             side_by_side += weight_gradient_then_input_gradient and k - 1 not in got[e][k]
+        # the launches that share the tile counter (formats/kernels.py) never run side by side: each waits, through
+        # the waits' chain, for every one before it
+        before = []
+        for k in range(len(commands)):
+            before.append(set(got[e][k]).union(*(before[j] for j in got[e][k])))
+        counted = [k for k, c in enumerate(commands) if c.get("kernel", "").startswith("matmul_backward_input")]
+        for a, b in zip(counted, counted[1:]):
+            assert a in before[b], f"ring entry {e}: command {b} may run beside command {a}, which shares its counter"
     assert side_by_side > 0, "no input gradient runs beside the weight gradient before it"

@@ -41,6 +41,12 @@ def step_ms(record: dict) -> float:
     return 1000 * deltas[len(deltas) // 2]
 
 
+def write_corpus(path: Path) -> None:
+    """The bench's corpus: this tree's own Python sources, repeated to ~40 MB."""
+    text = b"".join(p.read_bytes() for p in sorted((ROOT / "coppelius").rglob("*.py")))
+    path.write_bytes(text * (1 + 40_000_000 // len(text)))
+
+
 def build_gpu(model: str, batch: int, steps: int, work: Path) -> dict:
     """The workflow's artifacts (stages.build_chain's paths) of a run of `steps` steps for the target whose card is
     present (h200, h100) on a corpus of the project's own Python sources; the working directory becomes `work`."""
@@ -54,8 +60,7 @@ def build_gpu(model: str, batch: int, steps: int, work: Path) -> dict:
     # change to a .py file changes, and the losses with them
     corpus = Path(os.environ.get("BENCH_CORPUS", work / "corpus.txt"))
     if not corpus.exists():
-        text = b"".join(p.read_bytes() for p in sorted((CROOT / "coppelius").rglob("*.py")))
-        corpus.write_bytes(text * (1 + 40_000_000 // len(text)))
+        write_corpus(corpus)
     raw = yaml.safe_load((CROOT / "config" / "config.yaml").read_text())
     config = resolve(raw | {"target": target, "model": model, "batch": batch, "steps": steps, "interval": steps,
                             "corpus": str(corpus), "keep": 1})

@@ -38,15 +38,14 @@ def variant(spec: str) -> tuple[Path, dict]:
 
 
 def main(out: str, model: str, steps: int, specs: list[str]) -> None:
-    from train_gpu import run_native, step_ms
+    from train_gpu import run_native, step_ms, write_corpus
     from coppelius.formats import result
     batch = {"tiny": 8, "small": 64, "gpt2-124m": 32}[model]
     root = Path(out)
     corpus = root / "corpus.txt"
     variants = dict(s.split("=", 1) for s in specs)
     root.mkdir(parents=True, exist_ok=True)
-    text = b"".join(p.read_bytes() for p in sorted((ROOT / "coppelius").rglob("*.py")))
-    corpus.write_bytes(text * (1 + 40_000_000 // len(text)))  # one corpus for every variant (train_gpu's)
+    write_corpus(corpus)  # one corpus for every variant
     builds = {}
     for name, spec in variants.items():
         work = root / name

@@ -89,13 +89,14 @@ HOPPER_THREADS = 384  # matmul_hopper.cuh: MM_HOP_THREADS
 HOPPER_BK = 64        # the k-extent of a stage (MM_HOP_BK)
 HOPPER_STAGES = 3     # matmul_hopper.cuh: MM_HOP_STAGES
 HOPPER_OUT_LD = 264   # matmul_hopper.cuh: MM_HOP_OUT_LD
+HOPPER_ID_RING = 16   # matmul_hopper.cuh: HOP_ID_RING, the tile schedule's ids (4 bytes) with an mbarrier (8) each
 # its stages of 128x64 + 256x64 fp16, two consumers' 64 output rows of HOPPER_OUT_LD fp16, two TMA tensor maps being
 # encoded (128 bytes each), two tiles' 256 fp16 bias values, a full and an empty mbarrier (8 bytes each) a stage, then
 # the tile schedule's ring of 16 ids and their mbarriers (matmul_hopper.cuh: MM_HOP_SHARED, HOP_IDS_BYTES); the weight
 # gradient has no output rows and spends the same bytes on a deeper ring (hop_ring_stages: 4 stages of 128x256
 # tiles' k-tiles, 5 of 128x192)
 HOPPER_SHARED = (HOPPER_STAGES * (128 + 256) * HOPPER_BK * 2 + 2 * 64 * HOPPER_OUT_LD * 2 + 2 * 128 + 2 * 256 * 2
-                 + HOPPER_STAGES * 2 * 8 + 16 * (4 + 8))
+                 + HOPPER_STAGES * 2 * 8 + HOPPER_ID_RING * (4 + 8))
 # (block, dynamic shared bytes) of each matmul tile: matmul_hopper.cuh's 128x256, matmul.cuh's 128x128 (3 stages of
 # 128x32 + 128x32 fp16) and 64x64 (4 stages)
 MATMUL_TILES = {"wide": ([HOPPER_THREADS, 1, 1], HOPPER_SHARED), "big": ([256, 1, 1], 3 * (128 + 128) * MATMUL_BK * 2),

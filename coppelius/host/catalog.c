@@ -295,7 +295,6 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case LAYERNORM_BACKWARD: layernorm_backward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], I(7), I(8)); break;
     case LAYERNORM_FORWARD: layernorm_forward(p[0], p[1], p[2], p[3], p[4], p[5], I(6), I(7)); break;
     case MATMUL_BACKWARD_INPUT: matmul_backward_input(p[0], p[1], p[2], I(4), I(5), I(6)); break;  // p[3]: GPUs' only
-
     case MATMUL_BACKWARD_WEIGHT: matmul_backward_weight(p[0], p[1], p[2], p[3], I(4), I(5), I(6), w[7]); break;
     case MATMUL_FORWARD: matmul_forward(p[0], p[1], p[2], p[3], I(4), I(5), I(6)); break;
     case NONFINITE_CHECK: nonfinite_check(p[0], p[1], I(2)); break;

@@ -239,14 +239,12 @@ def m_layer_ahead(c):
 
 
 def m_tile_counter_step_plane(c):  # an input gradient's counter in a step plane, which others write
-    dinp = next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "matmul_backward_input")
-    set_arg(dinp, "tile_counter", {"plane": "flag", "offset": 0})
+    set_arg(command(c.plan, "update", kernel="matmul_backward_input"), "tile_counter", {"plane": "flag", "offset": 0})
     return c.reencode()
 
 
 def m_tile_counter_shared(c):  # another kernel writes the counter's plane
-    check = next(x for x in piece(c.plan, "update")["commands"] if x.get("kernel") == "nonfinite_check")
-    set_arg(check, "flag", {"plane": "tile_counter", "offset": 0})
+    set_arg(command(c.plan, "update", kernel="nonfinite_check"), "flag", {"plane": "tile_counter", "offset": 0})
     return c.reencode()
 
 

@@ -130,6 +130,7 @@ def test_geometry_constants_match_the_kernels():
     assert constant("matmul_hopper.cuh", "MM_HOP_STAGES") == str(geometry.HOPPER_STAGES)
     assert constant("matmul_hopper.cuh", "MM_HOP_BK") == str(geometry.HOPPER_BK)
     assert constant("matmul_hopper.cuh", "MM_HOP_OUT_LD") == str(geometry.HOPPER_OUT_LD)
+    assert constant("matmul_hopper.cuh", "HOP_ID_RING") == str(geometry.HOPPER_ID_RING)
     hopper = {name: int(constant("matmul_hopper.cuh", name))
               for name in ("MM_HOP_STAGES", "MM_HOP_BK", "MM_HOP_OUT_LD", "HOP_ID_RING")}
     hopper["HOP_IDS_BYTES"] = eval(constant("matmul_hopper.cuh", "HOP_IDS_BYTES"), {}, hopper)

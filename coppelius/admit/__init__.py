@@ -13,6 +13,7 @@ says what each guarantees.
   schedule-issues-run     the program issues exactly the run's submissions (schedule.py)
   schedule-steps-fresh    every update takes the next context, once; checkpoints continue it
   schedule-moves-checkpoint  load and publications move every payload byte once (provenance.py)
+  schedule-weights-cast   every forward reads the fp16 cast of the parameters, cast once after the load (weights.py)
   schedule-reissues       reissues follow their submission; the ring, program, planes, buffers and run
                           tables decode to the plan (realized.py)
   schedule-request        host buffers disjoint; host accesses inside them, reads after writes
@@ -35,6 +36,7 @@ from .hazard import check_lifetimes, check_relocations, check_written
 from .provenance import check_moves_checkpoint
 from .realized import check_reissues
 from .schedule import check_issues_run, check_request, check_steps_fresh
+from .weights import check_weights_cast
 from .step_size import check_learner_schedule, check_step_words
 
 __all__ = ["CHECKS", "Refusal", "admit", "refusal_of"]
@@ -46,6 +48,7 @@ CHECKS = [
     ("schedule-issues-run", check_issues_run),
     ("schedule-steps-fresh", check_steps_fresh),
     ("schedule-moves-checkpoint", check_moves_checkpoint),
+    ("schedule-weights-cast", check_weights_cast),
     ("schedule-reissues", check_reissues),
     ("schedule-request", check_request),
     ("schedule-generate", check_generate),

@@ -152,9 +152,12 @@ UPDATES = {name: (context, losses) for name, context, losses in tables.UPDATE_PI
 
 def piece_class(name: str) -> str | None:
     """The lifetime a piece belongs to (plan/arena.py): step planes live within a forward or update
-    submission and the restore right after it; transfer planes within the load and gather pieces."""
+    submission and the restore right after it; transfer planes within the load and gather pieces; the cast of
+    the weights touches persistent planes only."""
     if name == "initialize":
         return "init"
+    if name == "cast_weights":
+        return "persistent"
     if name.startswith(("load_stage_", "load_scatter_", "gather_")):
         return "transfer"
     if name in ("forward", *UPDATES, "sample_forward"):

@@ -135,15 +135,55 @@ def check_geometry(plan, realization, realized, profile):
 # ---------------------------------------------------------------------------- learner-coverage
 def check_learner_coverage(plan, realization, realized, profile):
     """Each update's AdamW launches, together, update every element of params, m, v and the fp16
-    weights exactly once, each launch on the same elements of all four and of the gradients."""
+    weights exactly once, each launch on the same elements of all four and of the gradients; and its
+    nonfinite_check launches, all before the first AdamW launch, check every gradient element exactly
+    once into the flag every AdamW launch reads."""
     planes, names, r = planes_by_name(plan), names_of(plan), Realized(plan, realization)
     for name in UPDATES:  # each update entry, as realized
         if name not in names:
             raise Refusal(f"the ring has no {name} piece")
         launches = _adamw_coverage(plan, planes, r, r.ring[names.index(name)], name)
+        checks = _checked_before_applied(plan, r, r.ring[names.index(name)], name)
     total = plan["model"]["parameters"]
     return f"each update's {launches} AdamW launches update each of the {total} parameters of params, m, v and " \
-           f"weights exactly once"
+           f"weights exactly once, after {checks} nonfinite_check launches checked each gradient once"
+
+
+def _checked_before_applied(plan: dict, r: Realized, entry, name: str) -> int:
+    """The entry's nonfinite_check launches: each sets flag+0 over a run of grads, all of them before its first
+    AdamW launch, which (like every AdamW launch) skips on flag+0; together each gradient element once."""
+    checked, launches, applied = (), 0, None
+    for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
+        if int(r.commands[j]["op"]) != 0:
+            continue
+        i = int(r.commands[j]["a"])
+        c = r.launch(i)
+        if c["kernel"] not in ("nonfinite_check", "adamw"):
+            continue
+        args = dict(zip((n for n, _ in KERNELS[c["kernel"]]), c["args"]))
+        where = f"{name} launch {i} ({c['kernel']})"
+        if args["flag"] != {"plane": "flag", "offset": 0}:
+            raise Refusal(f"{where}: its flag is {args['flag']!r}; the update's non-finite flag is flag+0")
+        if c["kernel"] == "adamw":
+            applied = applied if applied is not None else i
+            continue
+        if applied is not None:
+            raise Refusal(f"{where}: checks gradients after launch {applied} (adamw) has applied them; every "
+                          f"nonfinite_check comes before the first AdamW launch")
+        grads = args["grads"]
+        if grads is None or grads["plane"] != "grads" or grads["offset"] % 2:
+            raise Refusal(f"{where}: argument grads is {grads!r}; it must point at an element of plane grads")
+        start, n = grads["offset"] // 2, args["N"]
+        if (twice := iv_overlap(checked, start, start + n)) is not None:
+            raise Refusal(f"{where}: checks grads elements [{twice[0]}, {twice[1]}) a second time in one update")
+        checked, launches = iv_add(checked, start, start + n), launches + 1
+    total = plan["model"]["parameters"]
+    if (gap := iv_gap(checked, 0, total)) is not None:
+        tensor = next((t["name"] for t in plan["tensors"] if t["offset"] <= gap[0] < t["offset"] + t["count"]),
+                      "no tensor")
+        raise Refusal(f"{name}'s {launches} nonfinite_check launches never check grads elements [{gap[0]}, "
+                      f"{gap[1]}) (tensor {tensor}) of its {total} before AdamW applies them")
+    return launches
 
 
 def _adamw_coverage(plan: dict, planes: dict, r: Realized, entry, name: str) -> int:

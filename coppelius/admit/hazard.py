@@ -84,7 +84,7 @@ def check_lifetimes(plan, realization, realized, profile):
         cls = piece_class(piece["name"])
         if cls is None:
             raise Refusal(f"piece {piece['name']} (ring entry {i}) has no lifetime: pieces are initialize, "
-                          f"load_stage_K, load_scatter_K, forward, update, gather_K, restore")
+                          f"load_stage_K, load_scatter_K, cast_weights, forward, update, gather_K, restore")
         for j, c in enumerate(piece["commands"]):
             if cls == "init":
                 if c["op"] != "memset":
@@ -92,10 +92,11 @@ def check_lifetimes(plan, realization, realized, profile):
                 continue
             for name, mode, ref, nbytes in command_accesses(c):
                 lifetime = by_name[ref["plane"]]["lifetime"] if ref.get("plane") in by_name else None
-                wrong = {"transfer": "step", "step": "transfer", "restore": "transfer"}[cls]
-                if lifetime == wrong:
+                wrong = {"transfer": ("step",), "step": ("transfer",), "restore": ("transfer",),
+                         "persistent": ("step", "transfer")}[cls]
+                if lifetime in wrong:
                     raise Refusal(f"piece {piece['name']} ({cls if cls != 'restore' else 'step'} lifetime) command {j} "
-                                  f"({describe(c)}) touches {wrong} plane {ref['plane']}, which is not live then")
+                                  f"({describe(c)}) touches {lifetime} plane {ref['plane']}, which is not live then")
     return (f"{len(planes)} planes inside the arena; live planes share no byte ({shared} overlays of step and "
             f"transfer planes)")
 

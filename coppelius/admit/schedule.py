@@ -28,7 +28,7 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     publications = run["steps"] // run["interval"]
     loads = {f"{kind}_{k}": (1, "once per checkpoint chunk") for k in range(chunks)
              for kind in ("load_stage", "load_scatter")}
-    first = {"initialize": (1, "once")} | loads
+    first = {"initialize": (1, "once")} | loads | {"cast_weights": (1, "once, after the load")}
     scored = 2 + publications * run["eval_contexts"]
     why = f"the loss before and after training, and eval_contexts at each of {publications} publications"
     pairs, odd = divmod(run["interval"] - 1, 2)

@@ -146,12 +146,8 @@ def build_plan(config: Config) -> dict:
     def take_context(piece: Piece, tokens: int = n + 1, buffer: str = "context"):
         piece.h2d(buffer, 0, step.at("context"), 4 * tokens)
 
-    def cast_weights(piece: Piece):  # the half weights every forward multiplies by, from the f32 parameters
-        piece.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
-
     forward = Piece("forward", arch, sm_count)
     take_context(forward)
-    cast_weights(forward)
     step.forward(forward, with_predictions=True)
     pieces.append(forward)
 
@@ -190,9 +186,14 @@ def build_plan(config: Config) -> dict:
     # token costs one context's forward, not a batch's (last in the ring, so the other pieces keep their entries)
     sample_forward = Piece("sample_forward", arch, sm_count)
     take_context(sample_forward, model.context)
-    cast_weights(sample_forward)
     Step(model, planes, tensors, 1, learner).forward(sample_forward, with_predictions=False)
     pieces.append(sample_forward)
+    # the half weights every forward multiplies by, cast once from the loaded f32 parameters; AdamW keeps the two in
+    # step after that (it writes both from the same elements), so no forward casts them again (admission:
+    # schedule-weights-cast). Last in the ring, so the other pieces keep their entries.
+    cast = Piece("cast_weights", arch, sm_count)
+    cast.launch("cast_half", out=step.at("weights"), inp=step.at("params"), N=model.parameter_count)
+    pieces.append(cast)
 
     ring = {p.name: i for i, p in enumerate(pieces)}
     program, labels = host_program(ring, payload_chunks, run, n, model.context, model.vocab_padded)

@@ -22,6 +22,7 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
     for k, (offset, nbytes) in enumerate(payload_chunks):
         load += [step("read", file="checkpoint", offset=offset, buffer="staging", bytes=nbytes),
                  step("submit", ring=ring[f"load_stage_{k}"]), step("submit", ring=ring[f"load_scatter_{k}"])]
+    load.append(step("submit", ring=ring["cast_weights"]))  # the fp16 weights of the loaded parameters
 
     # train: the loss before training, then `steps` updates; every interval the validation stream is scored
     # and a checkpoint published (its result record with it). The updates alternate between two ring entries

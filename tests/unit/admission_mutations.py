@@ -70,6 +70,21 @@ def m_predict_count(c):
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
+def m_cast_before_load(c):  # the weights cast from the initial zeros, then the load replaces the parameters
+    cast = c.plan["ring"].index("cast_weights")
+    at = step(c.plan, "submit", ring=cast)
+    edit_program(c.plan, at, delete=1)
+    edit_program(c.plan, step(c.plan, "submit", ring=c.plan["ring"].index("initialize")) + 1,
+                 insert=[["submit", {"ring": cast}]])
+    return c.reencode()  # realized from the mutation, so that only admission can catch it
+
+
+def m_cast_from_m(c):  # the weights cast from AdamW's first moments, not the parameters
+    cast = command(c.plan, "cast_weights", op="launch")
+    set_arg(cast, "inp", {"plane": "m", "offset": 0})
+    return c.reencode()
+
+
 def m_advance_short(c):
     c.plan["program"][step(c.plan, "cursor-advance")][1]["tokens"] -= 1
     return c.reencode()  # realized from the mutation, so that only admission can catch it
@@ -290,6 +305,20 @@ def m_adamw_missing(c):
     return c.reencode()
 
 
+def m_nonfinite_misses_tensor(c):  # the check stops one tensor short: lnfb's gradients reach AdamW unchecked
+    check = command(c.plan, "update", op="launch", kernel="nonfinite_check")
+    set_arg(check, "N", arg(check, "N") - next(t["count"] for t in c.plan["tensors"] if t["name"] == "lnfb"))
+    return c.reencode()
+
+
+def m_nonfinite_after_adamw(c):  # the flag set after the decayed tensors were already updated
+    cmds = piece(c.plan, "update")["commands"]
+    check = command(c.plan, "update", op="launch", kernel="nonfinite_check")
+    cmds.remove(check)
+    cmds.insert(cmds.index(_adamw(c, decayed=True)) + 1, check)
+    return c.reencode()
+
+
 def m_adamw_doubled(c):
     cmds = piece(c.plan, "update")["commands"]
     launch = _adamw(c, decayed=True)
@@ -470,6 +499,10 @@ MUTATIONS = [
      ["ring entry 10 (restore) 9 times", "needs 10"]),
     ("predict-extra", "cpu", "schedule-issues-run", m_predict_count,
      ["predict issues ring entry 5 (forward) 5 times", "needs 4"]),
+    ("cast-before-load", "cpu", "schedule-weights-cast", m_cast_before_load,
+     ["piece forward command", "reads the fp16 weights", "piece load_scatter_0 command", "(piece cast_weights) after the load"]),
+    ("cast-from-m", "cpu", "schedule-weights-cast", m_cast_from_m,
+     ["reads the fp16 weights", "piece cast_weights command 0 (launch cast_half) wrote them"]),
     ("advance-short", "cpu", "schedule-steps-fresh", m_advance_short, ["update 2", "moved by [127]"]),
     ("advance-before-read", "cpu", "schedule-steps-fresh", m_advance_first,
      ["update 1", "moved by [128] since it was set"]),
@@ -541,6 +574,10 @@ MUTATIONS = [
     ("beta2-word", "cpu", "learner-step-words", m_beta2_word,
      ["(adamw): beta2 word 0x3f700000", "the learner's is 0x3f733333"]),
     ("adamw-missing", "cpu", "learner-coverage", m_adamw_missing, ["never update params elements", "(tensor ln1w)"]),
+    ("nonfinite-misses-tensor", "cpu", "learner-coverage", m_nonfinite_misses_tensor,
+     ["update's 1 nonfinite_check launches never check grads elements", "(tensor lnfb)", "before AdamW applies"]),
+    ("nonfinite-after-adamw", "cpu", "learner-coverage", m_nonfinite_after_adamw,
+     ["(nonfinite_check): checks gradients after launch", "(adamw) has applied them"]),
     ("adamw-doubled", "cpu", "learner-coverage", m_adamw_doubled,
      ["(adamw): updates params elements", "a second time"]),
     ("adamw-shifted", "cpu", "learner-coverage", m_adamw_shifted,

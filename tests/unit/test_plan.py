@@ -56,7 +56,7 @@ def test_pieces_and_program_cover_the_run():
     plan = plan_for("cpu", "tiny", 8)
     names = plan["ring"]
     chunks = plan["contracts"]["checkpoint"]["chunks"]
-    assert names[0] == "initialize" and names[-3:] == ["restore", "sample", "sample_forward"]
+    assert names[0] == "initialize" and names[-4:] == ["restore", "sample", "sample_forward", "cast_weights"]
     assert sum(n.startswith("load_stage_") for n in names) == len(chunks) == sum(n.startswith("gather_") for n in names)
     covered = 0
     for offset, size in chunks:  # the chunks tile the payload in order
@@ -74,6 +74,21 @@ def test_pieces_and_program_cover_the_run():
     assert ops.count("validation-begin") == 2 and ops.count("cursor-wrap") == 2 + ops.count("cursor-advance")
     assert ops.count("cursor-advance") == advances
     assert ops.count("sample-token") == ops.count("write-sample") == 1  # generate: one body, once per new token
+
+
+def test_the_weights_are_cast_once_after_the_load_and_no_forward_casts_them():
+    """AdamW writes the fp16 weights beside the parameters, so a forward (the scoring one, the update's, generate's)
+    multiplies by them as they are; the one cast_half of a run is piece cast_weights, issued right after the last
+    chunk of the load, before the operation branches to train, predict or generate."""
+    plan = plan_for("cpu", "tiny", 8)
+    ring = plan["ring"]
+    casts = {p["name"]: sum(c.get("kernel") == "cast_half" for c in p["commands"]) for p in plan["pieces"]}
+    assert {name: n for name, n in casts.items() if n} == {"cast_weights": 1}
+    head = plan["program"][:plan["labels"]["operation"]]
+    submits = [ring[args["ring"]] for op, args in head if op == "submit"]
+    last_chunk = len(plan["contracts"]["checkpoint"]["chunks"]) - 1
+    assert submits[0] == "initialize" and submits[-2:] == [f"load_scatter_{last_chunk}", "cast_weights"]
+    assert sum(ring[args["ring"]] == "cast_weights" for op, args in plan["program"] if op == "submit") == 1
 
 
 @pytest.mark.parametrize("steps, interval", [(1, 1), (4, 1), (4, 2), (9, 3), (8, 4), (10, 5)])

@@ -9,7 +9,7 @@ Writes timeline-MODEL-DATE.md (and the raw CSV beside it) and prints the summary
 steps after three warm-up ones) its period, the time no kernel runs, the time one, two or more run, the kernels'
 in-graph times, the longest idle gaps with the kernels on either side, and the step boundary as the host sees it
 (driver calls: the wait's return after the step's last kernel, the host's work until the next graph launch, the
-launch, and its first kernel).
+launch, and its first kernel), with the copies and memsets between the two steps' kernels.
 """
 import argparse
 import csv
@@ -29,11 +29,15 @@ STEP_LAST = "adamw"             # a kernel only the update piece runs
 WARM_UP = 3
 
 
+NOT_KERNELS = ("api:", "copy:", "memset:")  # driver calls, copies and memsets (cupti_timeline.c)
+
+
 def read(path: Path) -> tuple[list[dict], list[dict]]:
-    """(kernels, driver calls) of a trace, each with start and end in nanoseconds."""
+    """(kernels, the other records: driver calls, copies and memsets) of a trace, each with start and end in ns."""
     with open(path, newline="") as f:
         rows = [{**row, "start": int(row["start_ns"]), "end": int(row["end_ns"])} for row in csv.DictReader(f)]
-    return [r for r in rows if not r["name"].startswith("api:")], [r for r in rows if r["name"].startswith("api:")]
+    return ([r for r in rows if not r["name"].startswith(NOT_KERNELS)],
+            [r for r in rows if r["name"].startswith(NOT_KERNELS)])
 
 
 def steps(rows: list[dict]) -> list[tuple[int, int, list[dict]]]:
@@ -87,15 +91,24 @@ def alone(kernel: dict, others: list[dict]) -> int:
 def boundary(kernels: list[dict], next_start: int, calls: list[dict]) -> dict | None:
     """The host between a step's last kernel and the next step's first (ns): `wake`, the last kernel's end to the
     return of the wait that saw it; `host`, that return to the next graph launch; `launch`, the launch call;
-    `first_kernel`, the launch's return to the next step's first kernel (the graph's copies and memsets before it)."""
+    `first_kernel`, the launch's return to the next step's first kernel. Where the trace has the copies and memsets
+    that run between the two kernels (the next graph's context h2d and flag memset, the last one's d2h):
+    `copies_start`, the last kernel's end to the first of them; `copies`, the first's start to the last's end;
+    `after_copies`, the last one's end to the next step's first kernel."""
     last = max(r["end"] for r in kernels)
     waits = [c for c in calls if "Synchronize" in c["name"] and c["end"] >= last and c["start"] <= next_start]
     launches = [c for c in calls if c["name"] == "api:cuGraphLaunch" and last <= c["start"] <= next_start]
     if not waits or not launches:
         return None
     woke, launch = min(c["end"] for c in waits), launches[-1]
-    return {"wake": woke - last, "host": launch["start"] - woke, "launch": launch["end"] - launch["start"],
-            "first_kernel": next_start - launch["end"]}
+    parts = {"wake": woke - last, "host": launch["start"] - woke, "launch": launch["end"] - launch["start"],
+             "first_kernel": next_start - launch["end"]}
+    copies = [c for c in calls if c["name"].startswith(("copy:", "memset:")) and c["end"] > last - 1
+              and c["start"] < next_start]
+    if copies:
+        first, until = min(c["start"] for c in copies), max(c["end"] for c in copies)
+        parts |= {"copies_start": first - last, "copies": until - first, "after_copies": next_start - until}
+    return parts
 
 
 def summary(found: list[tuple[int, int, list[dict]]], calls: list[dict] = ()) -> dict:
@@ -148,6 +161,10 @@ def markdown(model: str, s: dict, device: str, date: str) -> str:
         lines += ["", f"The step boundary (median us): the wait returns {b['wake']:.1f} after the last kernel ends; the "
                   f"host works {b['host']:.1f} until the next cuGraphLaunch, which takes {b['launch']:.1f}; the next "
                   f"step's first kernel starts {b['first_kernel']:.1f} after it returns."]
+        if "copies" in b:
+            lines[-1] += (f" Copies and memsets between the two kernels start {b['copies_start']:.1f} after the last "
+                          f"kernel and span {b['copies']:.1f}; the first kernel starts {b['after_copies']:.1f} after "
+                          f"the last of them ends.")
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,8 @@
 // cupti_timeline.c: a CUDA injection library (CUDA_INJECTION64_PATH) that records every kernel the process runs, in
-// graphs too, and every driver API call (named "api:cuGraphLaunch" and so on, the other fields empty), with CUPTI's
-// activity API, and writes one CSV line each to $COPPELIUS_TIMELINE at exit, on one clock:
+// graphs too, every copy and memset ("copy:HtoD:BYTES", "memset:BYTES": the graph's h2d, d2h and zeroing nodes, so
+// that a step boundary's parts show), and every driver API call (named "api:cuGraphLaunch" and so on), with CUPTI's
+// activity API, and writes one CSV line each to $COPPELIUS_TIMELINE at exit, on one clock (the fields a row's kind
+// lacks empty):
 //   name,start_ns,end_ns,grid,block,dynamic_shared,cluster,graph_node,stream
 // It lets bench/timeline.py see the native host's own step graph (waits.c runs commands that share no written byte
 // side by side), which neither profile_gpu.py (commands one by one, or chained) nor ncu (one kernel at a time)
@@ -46,6 +48,24 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
             fprintf(out, "api:%s,%llu,%llu,,,,,,\n", name, (unsigned long long)a->start, (unsigned long long)a->end);
             continue;
         }
+        if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const CUpti_ActivityMemcpy6* c = (const CUpti_ActivityMemcpy6*)record;
+            const char* kind = c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "HtoD"
+                               : c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "DtoH"
+                               : c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "DtoD"
+                                                                                : "other";
+            fprintf(out, "copy:%s:%llu,%llu,%llu,,,,,%llu,%u\n", kind, (unsigned long long)c->bytes,
+                    (unsigned long long)c->start, (unsigned long long)c->end, (unsigned long long)c->graphNodeId,
+                    c->streamId);
+            continue;
+        }
+        if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+            const CUpti_ActivityMemset4* m = (const CUpti_ActivityMemset4*)record;
+            fprintf(out, "memset:%llu,%llu,%llu,,,,,%llu,%u\n", (unsigned long long)m->bytes,
+                    (unsigned long long)m->start, (unsigned long long)m->end, (unsigned long long)m->graphNodeId,
+                    m->streamId);
+            continue;
+        }
         if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
         const CUpti_ActivityKernel9* k = (const CUpti_ActivityKernel9*)record;
@@ -80,6 +100,8 @@ int InitializeInjection(void) {
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "cuptiActivityEnable(DRIVER)");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "cuptiActivityEnable(MEMCPY)");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "cuptiActivityEnable(MEMSET)");
     atexit(flush_at_exit);
     return 1;
 }

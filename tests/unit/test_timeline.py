@@ -57,3 +57,25 @@ def test_summary_and_its_markdown(tmp_path):
     assert "0 kernels running 20.0 us, 1 kernels running 60.0 us, 2 kernels running 20.0 us" in text
     assert s["boundary_us"] == {"wake": 2, "host": 3, "launch": 3, "first_kernel": 2}
     assert "the wait returns 2.0 after the last kernel ends; the host works 3.0" in text
+
+
+def test_the_boundary_names_the_copies_between_two_steps(tmp_path):
+    """The next graph's context h2d and flag memset, recorded between a step's adamw (ending at 90 us) and the next
+    step's encoder_forward (at 100): where they start and end against the two kernels; copies inside a step are not
+    the boundary's."""
+    path = write_trace(tmp_path, 6)
+    extra = []
+    for i in range(6):
+        t0 = i * 100_000
+        extra += [f"copy:HtoD:2052,{t0 + 93_000},{t0 + 96_000},,,,,3,7\n",
+                  f"memset:4,{t0 + 96_500},{t0 + 97_000},,,,,4,7\n",
+                  f"copy:DtoH:2052,{t0 + 30_000},{t0 + 31_000},,,,,5,7\n"]
+    path.write_text(path.read_text() + "".join(extra))
+    kernels, others = timeline.read(path)
+    assert len(others) == 12 + 18 and all(k["grid"] for k in kernels)
+    s = timeline.summary(timeline.steps(kernels), others)
+    assert s["concurrency_us"] == {0: 20, 1: 60, 2: 20}  # copies are not kernels
+    assert s["boundary_us"] == {"wake": 2, "host": 3, "launch": 3, "first_kernel": 2, "copies_start": 3, "copies": 4,
+                                "after_copies": 3}
+    assert "start 3.0 after the last kernel and span 4.0; the first kernel starts 3.0 after" in \
+        timeline.markdown("tiny", s, "NVIDIA H100 80GB HBM3", "2026-12-05")

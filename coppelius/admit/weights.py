@@ -36,7 +36,8 @@ def _piece(piece: dict, stale: str | None, parameters: int, where: str) -> tuple
             if stale is not None:
                 raise Refusal(f"{where}: piece {piece['name']} command {j} ({describe(c)}) reads the fp16 weights "
                               f"({name}) while they are not the cast of the parameters: {stale} wrote them since the "
-                              f"last whole cast_half; cast all of params into weights (piece cast_weights) after the load")
+                              f"last whole cast_half; cast all of params into weights (piece cast_weights) after "
+                              f"the load")
         if c["op"] == "launch" and c["kernel"] == "adamw":
             continue  # writes both from the same elements (learner-coverage)
         if any("w" in mode and ref.get("plane") in SYNCED for _, mode, ref, _ in accesses):

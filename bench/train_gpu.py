@@ -98,9 +98,12 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     finally:
         device.close()
     same = [s["loss"] for s in native["steps"]] == [s["loss"] for s in record["steps"]]
+    # a scoring forward's time (validation: the forward and restore pieces and the host's loss), not the step's
+    scored = len(native["validation"]["points"]) * plan["run"]["eval_contexts"]
+    validation = 1000 * native["validation"]["seconds"] / scored if scored else None
     return step_ms(native), step_ms(record), {"plan": plan, "losses": [s["loss"] for s in native["steps"]],
                                               "profile": profile, "hosts_agree_bitwise": same,
-                                              "clocks": watch.summary}
+                                              "clocks": watch.summary, "validation_ms_a_context": validation}
 
 
 def floors(plan: dict, ceilings: dict) -> dict:
@@ -155,7 +158,8 @@ def main():
                  "peer_ms": peers, "floor": floor,
                  "ratio_peer_over_coppelius": {m: (v / ours if v else None) for m, v in peers.items()},
                  "over_floor": ours / max(floor["flops_ms"], floor["bytes_ms"]),
-                 "losses_first_last": [info["losses"][0], info["losses"][-1]], "clocks": clocks}
+                 "losses_first_last": [info["losses"][0], info["losses"][-1]], "clocks": clocks,
+                 "validation_ms_a_context": info["validation_ms_a_context"]}
         if info["profile"]:
             from profile_gpu import by_kernel, markdown
             entry["profile"] = info["profile"] | {"by_kernel": by_kernel(info["profile"])}

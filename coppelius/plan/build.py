@@ -183,7 +183,7 @@ def build_plan(config: Config) -> dict:
     sample.d2h(step.at("logits"), "sample_logits", 0, 2 * model.context * model.vocab_padded)
     pieces.append(sample)
     # generate's forward: one sequence (batch 1, the first rows of the same planes), its logits only: a new
-    # token costs one context's forward, not a batch's (last in the ring, so the other pieces keep their entries)
+    # token costs one context's forward, not a batch's (after the others in the ring, so they keep their entries)
     sample_forward = Piece("sample_forward", arch, sm_count)
     take_context(sample_forward, model.context)
     Step(model, planes, tensors, 1, learner).forward(sample_forward, with_predictions=False)

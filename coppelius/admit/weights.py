@@ -35,13 +35,14 @@ def _piece(piece: dict, stale: str | None, parameters: int, where: str) -> tuple
             reads += 1
             if stale is not None:
                 raise Refusal(f"{where}: piece {piece['name']} command {j} ({describe(c)}) reads the fp16 weights "
-                              f"({name}) while they are not the cast of the parameters: {stale} wrote them since the "
-                              f"last whole cast_half; cast all of params into weights (piece cast_weights) after "
-                              f"the load")
+                              f"({name}) while they are not the cast of the parameters ({stale}); cast all of params "
+                              f"into weights (piece cast_weights) after the load")
         if c["op"] == "launch" and c["kernel"] == "adamw":
             continue  # writes both from the same elements (learner-coverage)
-        if any("w" in mode and ref.get("plane") in SYNCED for _, mode, ref, _ in accesses):
-            stale = f"piece {piece['name']} command {j} ({describe(c)})"
+        written = [ref["plane"] for _, mode, ref, _ in accesses if "w" in mode and ref.get("plane") in SYNCED]
+        if written:
+            stale = (f"piece {piece['name']} command {j} ({describe(c)}) wrote {' and '.join(written)} after the "
+                     f"last whole cast_half")
     return stale, casts, reads
 
 
@@ -50,7 +51,7 @@ def check_weights_cast(plan, realization, realized, profile):
     parameters = parameter_count(plan)
     memo, casts, reads = {}, 0, 0
     for operation in OPERATIONS:
-        stale = "the start of the run (no cast yet)"
+        stale = "no whole cast_half has run yet"
         for pc, op, args in trace(plan, operation):
             if op not in ("submit", "reissue"):
                 continue

@@ -29,7 +29,8 @@ STEP_LAST = "adamw"             # a kernel only the update piece runs
 WARM_UP = 3
 
 
-NOT_KERNELS = ("api:", "copy:", "memset:")  # driver calls, copies and memsets (cupti_timeline.c)
+COPIES = ("copy:", "memset:")  # copies and memsets (cupti_timeline.c)
+NOT_KERNELS = ("api:", *COPIES)  # and driver calls
 
 
 def read(path: Path) -> tuple[list[dict], list[dict]]:
@@ -103,8 +104,7 @@ def boundary(kernels: list[dict], next_start: int, calls: list[dict]) -> dict | 
     woke, launch = min(c["end"] for c in waits), launches[-1]
     parts = {"wake": woke - last, "host": launch["start"] - woke, "launch": launch["end"] - launch["start"],
              "first_kernel": next_start - launch["end"]}
-    copies = [c for c in calls if c["name"].startswith(("copy:", "memset:")) and c["end"] > last - 1
-              and c["start"] < next_start]
+    copies = [c for c in calls if c["name"].startswith(COPIES) and c["end"] >= last and c["start"] < next_start]
     if copies:
         first, until = min(c["start"] for c in copies), max(c["end"] for c in copies)
         parts |= {"copies_start": first - last, "copies": until - first, "after_copies": next_start - until}

@@ -143,61 +143,64 @@ def check_learner_coverage(plan, realization, realized, profile):
         if name not in names:
             raise Refusal(f"the ring has no {name} piece")
         launches = _adamw_coverage(plan, planes, r, r.ring[names.index(name)], name)
-        checks = _checked_before_applied(plan, r, r.ring[names.index(name)], name)
+        checks = _checked_before_applied(plan, planes, r, r.ring[names.index(name)], name)
     total = plan["model"]["parameters"]
     return f"each update's {launches} AdamW launches update each of the {total} parameters of params, m, v and " \
            f"weights exactly once, after {checks} nonfinite_check launches checked each gradient once"
 
 
-def _checked_before_applied(plan: dict, r: Realized, entry, name: str) -> int:
-    """The entry's nonfinite_check launches: each sets flag+0 over a run of grads, all of them before its first
-    AdamW launch, which (like every AdamW launch) skips on flag+0; together each gradient element once."""
-    checked, launches, applied = (), 0, None
+def _entry_launches(r: Realized, entry, kernels: tuple[str, ...]):
+    """(launch index, kernel, arguments by name) of each launch of a realized ring entry running one of `kernels`,
+    in the entry's order."""
     for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
         if int(r.commands[j]["op"]) != 0:
             continue
         i = int(r.commands[j]["a"])
         c = r.launch(i)
-        if c["kernel"] not in ("nonfinite_check", "adamw"):
-            continue
-        args = dict(zip((n for n, _ in KERNELS[c["kernel"]]), c["args"]))
-        where = f"{name} launch {i} ({c['kernel']})"
+        if c["kernel"] in kernels:
+            yield i, c["kernel"], dict(zip((n for n, _ in KERNELS[c["kernel"]]), c["args"]))
+
+
+def _tensor_at(plan: dict, element: int) -> str:
+    """The name of the parameter tensor that holds a flat weight plane's element."""
+    return next((t["name"] for t in plan["tensors"] if t["offset"] <= element < t["offset"] + t["count"]),
+                "no tensor")
+
+
+def _checked_before_applied(plan: dict, planes: dict, r: Realized, entry, name: str) -> int:
+    """The entry's nonfinite_check launches: each sets flag+0 over a run of grads, all of them before its first
+    AdamW launch, which (like every AdamW launch) skips on flag+0; together each gradient element once."""
+    checked, launches, applied = (), 0, None
+    size = DTYPE_BYTES[planes["grads"]["dtype"]]
+    for i, kernel, args in _entry_launches(r, entry, ("nonfinite_check", "adamw")):
+        where = f"{name} launch {i} ({kernel})"
         if args["flag"] != {"plane": "flag", "offset": 0}:
             raise Refusal(f"{where}: its flag is {args['flag']!r}; the update's non-finite flag is flag+0")
-        if c["kernel"] == "adamw":
+        if kernel == "adamw":
             applied = applied if applied is not None else i
             continue
         if applied is not None:
             raise Refusal(f"{where}: checks gradients after launch {applied} (adamw) has applied them; every "
                           f"nonfinite_check comes before the first AdamW launch")
         grads = args["grads"]
-        if grads is None or grads["plane"] != "grads" or grads["offset"] % 2:
+        if grads is None or grads["plane"] != "grads" or grads["offset"] % size:
             raise Refusal(f"{where}: argument grads is {grads!r}; it must point at an element of plane grads")
-        start, n = grads["offset"] // 2, args["N"]
+        start, n = grads["offset"] // size, args["N"]
         if (twice := iv_overlap(checked, start, start + n)) is not None:
             raise Refusal(f"{where}: checks grads elements [{twice[0]}, {twice[1]}) a second time in one update")
         checked, launches = iv_add(checked, start, start + n), launches + 1
     total = plan["model"]["parameters"]
     if (gap := iv_gap(checked, 0, total)) is not None:
-        tensor = next((t["name"] for t in plan["tensors"] if t["offset"] <= gap[0] < t["offset"] + t["count"]),
-                      "no tensor")
         raise Refusal(f"{name}'s {launches} nonfinite_check launches never check grads elements [{gap[0]}, "
-                      f"{gap[1]}) (tensor {tensor}) of its {total} before AdamW applies them")
+                      f"{gap[1]}) (tensor {_tensor_at(plan, gap[0])}) of its {total} before AdamW applies them")
     return launches
 
 
 def _adamw_coverage(plan: dict, planes: dict, r: Realized, entry, name: str) -> int:
     covered = {p: () for p in WEIGHT_PLANES}
     launches = 0
-    for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
-        if int(r.commands[j]["op"]) != 0:
-            continue
-        i = int(r.commands[j]["a"])
-        c = r.launch(i)
-        if c["kernel"] != "adamw":
-            continue
+    for i, _, args in _entry_launches(r, entry, ("adamw",)):
         launches += 1
-        args = dict(zip((n for n, _ in KERNELS["adamw"]), c["args"]))
         where = f"{name} launch {i} (adamw)"
         elements = set()
         for arg, plane_name in ADAMW_POINTERS.items():
@@ -220,8 +223,6 @@ def _adamw_coverage(plan: dict, planes: dict, r: Realized, entry, name: str) -> 
     total = plan["model"]["parameters"]
     for plane_name in WEIGHT_PLANES:
         if (gap := iv_gap(covered[plane_name], 0, total)) is not None:
-            tensor = next((t["name"] for t in plan["tensors"] if t["offset"] <= gap[0] < t["offset"] + t["count"]),
-                          "no tensor")
             raise Refusal(f"{name}'s {launches} AdamW launches never update {plane_name} elements "
-                          f"[{gap[0]}, {gap[1]}) (tensor {tensor}) of its {total}")
+                          f"[{gap[0]}, {gap[1]}) (tensor {_tensor_at(plan, gap[0])}) of its {total}")
     return launches

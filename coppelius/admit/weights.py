@@ -47,7 +47,7 @@ def _piece(piece: dict, stale: str | None, parameters: int, where: str) -> tuple
 
 
 def check_weights_cast(plan, realization, realized, profile):
-    names_of(plan)
+    names_of(plan)  # a ring that is not the pieces, in order, is refused before its entries are read
     parameters = parameter_count(plan)
     memo, casts, reads = {}, 0, 0
     for operation in OPERATIONS:

@@ -34,7 +34,7 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     pairs, odd = divmod(run["interval"] - 1, 2)
     update, update_1 = UPDATES
     alternate = (f"each of {publications} intervals of {run['interval']} steps alternates {update} and {update_1}, "
-                 f"from {update}")
+                 f"ending on {update}")
     return {
         "train": first | {"forward": (scored, why), "restore": (scored, why),
                           update: (publications * (1 + pairs), alternate),

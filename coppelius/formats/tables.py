@@ -55,7 +55,7 @@ HOST_BUFFERS = ("staging", "context", "context_1", "step_losses", "step_losses_1
                 "report_predictions", "sample_logits")
 # The two update pieces, (name, the host buffer it takes its context from, the one it copies its losses and then its
 # non-finite flag to): the same commands but for these, so that the host fills one's buffers while the card runs
-# the other (plan/program.py alternates them, from the first, in every interval)
+# the other (plan/program.py alternates them, ending on the first, in every interval)
 UPDATE_PIECES = (("update", "context", "step_losses"), ("update_1", "context_1", "step_losses_1"))
 
 

@@ -37,11 +37,14 @@ def host_program(ring: dict, payload_chunks: list, run, tokens_per_step: int, po
     def record_update(k: int) -> list:
         return [step("record-stat", kind="step", buffer=UPDATE_PIECES[k][2])]
 
+    # every interval ends on the first entry, whose context buffer the final forward's copy reads (an interval
+    # ending on the second would score the step before the last)
     pairs, odd = divmod(run.interval - 1, 2)
-    interval_updates = [*submit_update(0), *advance,
-                        repeat(pairs, [*submit_update(1), *record_update(0), *advance,
-                                       *submit_update(0), *record_update(1), *advance]),
-                        *([*submit_update(1), *record_update(0), *advance] if odd else []), *record_update(odd)]
+    a, b = odd, 1 - odd
+    interval_updates = [*submit_update(a), *advance,
+                        repeat(pairs, [*submit_update(b), *record_update(a), *advance,
+                                       *submit_update(a), *record_update(b), *advance]),
+                        *([*submit_update(b), *record_update(a), *advance] if odd else []), *record_update(0)]
     validation = [step("validation-begin"), repeat(run.eval_contexts, [
         context, step("submit", ring=ring["forward"]), step("submit", ring=ring["restore"]),
         step("record-stat", kind="validation", buffer="report_losses"), *advance]), step("validation-end")]

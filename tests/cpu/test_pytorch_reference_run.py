@@ -4,16 +4,17 @@ committed output; no torch needed here). Coppelius keeps fp16 activations and gr
 so the losses agree to fp16's precision, not to the bit: each step's difference is printed, and each must be within
 5e-4 of PyTorch's loss, relative (measured 2026-12-05: at most 5.2e-5; the first step 1.5e-7). The whole training
 program is held: the token cursor's batches, the forward, the backward, the unscaling, AdamW's step size and decay
-at each step."""
+at each step. The run's initial and final loss and its last validation point are held against the float32
+reference forward (coppelius/kernels/gpt2.py) on the contexts each is defined to score."""
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from coppelius.formats import result, tokens
+from coppelius.formats import checkpoint, result, tokens
 from coppelius.initialize import write_starting_checkpoint
-from coppelius.kernels.gpt2 import PARAMETER_ORDER
+from coppelius.kernels.gpt2 import PARAMETER_ORDER, forward
 from coppelius.stages import build_chain
 from test_train_cpu import config
 
@@ -43,10 +44,11 @@ def follow_pytorch(tmp_path: Path, target: str) -> None:
     start, stream = tmp_path / "start.ckpt", tmp_path / "stream.bin"
     write_starting_checkpoint(str(start), cfg.model, cfg.learner, np.concatenate(params))
     tokens.write(stream, run["run_stream"])
-    proc = subprocess.run([paths["elf"], "--checkpoint", str(start), "--tokens", str(stream), "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([paths["elf"], "--checkpoint", str(start), "--tokens", str(stream), "--validation",
+                           str(stream), "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    losses = [s["loss"] for s in result.read(tmp_path / "out" / "result.json")["steps"]]
+    record = result.read(tmp_path / "out" / "result.json")
+    losses = [s["loss"] for s in record["steps"]]
     want = run["run_losses"]
     assert len(losses) == len(want) == RUN["steps"]
     for step, (got, expected) in enumerate(zip(losses, want), start=1):
@@ -55,6 +57,25 @@ def follow_pytorch(tmp_path: Path, target: str) -> None:
     assert want[-1] < 0.6 * want[0]  # the run learns, so a wrong update would show
     for got, expected in zip(losses, want):
         assert abs(got - expected) <= RELATIVE * expected
+    # the scored losses against the float32 reference forward: initial_loss (the starting weights on the first
+    # context), final_loss (the final weights on the last step's context) and the validation point at the end (the
+    # final weights on eval_contexts contexts from the validation stream's start, here the same stream)
+    _, parts = checkpoint.read(tmp_path / "out" / "final.ckpt")
+    stream, n = run["run_stream"].astype(np.int64), RUN["batch"] * RUN["context"]
+
+    def reference(flat: np.ndarray, step: int) -> float:
+        sizes = [int(np.prod(shape)) for shape in shapes.values()]
+        parts_of = np.split(flat, np.cumsum(sizes)[:-1])
+        weights = {name: part.reshape(shapes[name]) for name, part in zip(shapes, parts_of)}
+        ids, context = stream[step * n:step * n + n + 1], (RUN["batch"], RUN["context"])
+        return forward(weights, ids[:-1].reshape(context), ids[1:].reshape(context), RUN["vocab"], RUN["heads"])[0]
+
+    validation = np.mean([reference(parts["params"], k) for k in range(cfg.run.eval_contexts)])
+    for name, got, expected in (("initial", record["initial_loss"], reference(np.concatenate(params), 0)),
+                                ("final", record["final_loss"], reference(parts["params"], RUN["steps"] - 1)),
+                                ("validation", record["validation"]["points"][-1]["loss"], validation)):
+        print(f"{target} {name} loss {got:.6f}, the reference's {expected:.6f}")
+        assert abs(got - expected) <= RELATIVE * expected, name
 
 
 def test_a_native_cpu_run_follows_pytorchs_losses_step_by_step(tmp_path):

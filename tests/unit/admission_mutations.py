@@ -436,9 +436,10 @@ def m_updates_differ(c):
 
 
 def m_record_other_buffer(c):
-    """The first interval's second update recorded from update_1's losses before update_1 wrote them."""
+    """The first interval's first update recorded from the other update's losses, which it did not write."""
     at = step(c.plan, "record-stat", kind="step")
-    c.plan["program"][at][1]["buffer"] = "step_losses_1"
+    args = c.plan["program"][at][1]
+    args["buffer"] = {"step_losses": "step_losses_1", "step_losses_1": "step_losses"}[args["buffer"]]
     return c.reencode()
 
 
@@ -544,7 +545,7 @@ MUTATIONS = [
     ("updates-differ", "cpu", "schedule-steps-fresh", m_updates_differ,
      ["piece update_1 command 0 is h2d host context+0 -> context+0", "it must be update's with host buffers"]),
     ("record-other-buffer", "cpu", "schedule-steps-fresh", m_record_other_buffer,
-     ["records update 1 (update)", "to host buffer step_losses", "it reads host buffer step_losses_1"]),
+     ["records update 1 (update_1)", "to host buffer step_losses_1", "it reads host buffer step_losses"]),
     ("record-dropped", "cpu", "schedule-steps-fresh", m_record_dropped,
      ["adamw-scalars with 2 updates not yet recorded", "at most 2"]),
     ("record-after-validation", "cpu", "schedule-steps-fresh", m_record_after_validation,

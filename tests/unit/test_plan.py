@@ -94,7 +94,7 @@ def test_the_weights_are_cast_once_after_the_load_and_no_forward_casts_them():
 @pytest.mark.parametrize("steps, interval", [(1, 1), (4, 1), (4, 2), (9, 3), (8, 4), (10, 5)])
 def test_updates_alternate_and_each_is_recorded_a_step_late(steps, interval):
     """Train submits each update before it records the one before (the card never waits for the host between
-    steps): the two update entries alternate from `update` in every interval, each step's record reads the
+    steps): the two update entries alternate, ending on `update`, in every interval; each step's record reads the
     losses buffer of the update it records, and every update is recorded before the interval's validation."""
     plan = build_plan(resolve(DEFAULTS | {"target": "cpu", "model": "tiny", "batch": 8, "steps": steps,
                                           "interval": interval}))
@@ -107,9 +107,11 @@ def test_updates_alternate_and_each_is_recorded_a_step_late(steps, interval):
             events.append(args["buffer"])
         elif op == "validation-begin":
             events.append("|")
-    one = ["update"] + [x for k in range(1, interval) for x in (("update", "update_1")[k % 2],
-                                                                  ("step_losses", "step_losses_1")[(k - 1) % 2])]
-    one.append(("step_losses", "step_losses_1")[(interval - 1) % 2])
+    # the pieces alternate ending on update, whose context buffer the final forward reads
+    piece = lambda k: ("update", "update_1")[(interval - 1 - k) % 2]  # noqa: E731
+    losses = lambda k: ("step_losses", "step_losses_1")[(interval - 1 - k) % 2]  # noqa: E731
+    one = [piece(0)] + [x for k in range(1, interval) for x in (piece(k), losses(k - 1))]
+    one.append(losses(interval - 1))
     assert events == (one + ["|"]) * (steps // interval)
 
 

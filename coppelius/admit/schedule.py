@@ -163,6 +163,7 @@ def check_steps_fresh(plan, realization, realized, profile):
         t, scalars, done, scored = 0, 0, 0, 0  # scored: contexts scored (predict, or this validation pass)
         held: dict[str, tuple[int, int] | None] = {}  # buffer -> (context number, tokens) read there
         taken = 0  # contexts read at the cursor so far, on any stream
+        last_update = None  # (context number, tokens) the last update took: the final forward scores it
         pending = []  # updates submitted and not yet recorded, oldest first: (number, piece, submission)
         writer: dict[str, int | None] = {}  # buffer -> the submission that last wrote it (None: the host)
         for serial, (pc, op, args) in enumerate(trace(plan, operation)):
@@ -271,6 +272,7 @@ def check_steps_fresh(plan, realization, realized, profile):
                             why = f"its context is {got[1]} tokens, one context is {n + 1} (n + 1 for the targets)"
                         raise Refusal(f"{label}: {why}")
                     cursor.moves = []
+                    last_update = last_update if scoring else got
                     if scoring:
                         scored = k
                     else:
@@ -278,6 +280,10 @@ def check_steps_fresh(plan, realization, realized, profile):
                         pending.append((k, name, serial))
                 elif name == "forward" and operation == "train" and held.get(source[name]) is None:
                     raise Refusal(f"{at}: forward issued with no context read at the cursor in {source[name]}")
+                elif name == "forward" and op == "reissue" and held.get(source[name]) != last_update:
+                    raise Refusal(f"{at}: the final forward copies host buffer {source[name]}, which holds context "
+                                  f"{(held.get(source[name]) or ('none',))[0]}, not the last update's "
+                                  f"({(last_update or ('none',))[0]}); final_loss scores the last training context")
                 for buffer in clobbers[ring]:
                     held[buffer] = None
                     writer[buffer] = serial
@@ -291,7 +297,8 @@ def check_steps_fresh(plan, realization, realized, profile):
                           f"publications")
     return (f"{steps} updates each take the next {n}-token context, after exactly one cursor move and one step "
             f"count, and are each recorded from their own losses, at most one submitted beside the one recorded; "
-            f"every context is read after a cursor-wrap, so none straddles the stream's end; checkpoints "
+            f"every context is read after a cursor-wrap, so none straddles the stream's end; the final forward "
+            f"scores the last update's context; checkpoints "
             f"carry the next context's cursor; {publications} validation passes and predict each score "
             f"{contexts} fresh contexts")
 

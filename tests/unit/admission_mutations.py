@@ -60,6 +60,22 @@ def m_inner_count(c):  # one pair of updates fewer in the first interval
     return c.reencode()  # realized from the mutation, so that only admission can catch it
 
 
+def m_interval_ends_on_update_1(c):
+    """Train's update entries swapped with their buffers, so that each interval ends on update_1: consistent but
+    for the final forward, whose copy reads host buffer context, a step behind (the fault before c63b0b0)."""
+    ring, swap = c.plan["ring"], {"context": "context_1", "context_1": "context", "step_losses": "step_losses_1",
+                                  "step_losses_1": "step_losses"}
+    update, update_1 = ring.index("update"), ring.index("update_1")
+    program = c.plan["program"]
+    for pc, (op, args) in enumerate(program[:c.plan["labels"]["predict"]]):
+        if op == "submit" and args["ring"] in (update, update_1):
+            args["ring"] = update + update_1 - args["ring"]
+        elif (op == "read-at-cursor" and program[pc + 1][0] == "adamw-scalars") or (
+                op == "record-stat" and args["kind"] == "step"):
+            args["buffer"] = swap[args["buffer"]]
+    return c.reencode()
+
+
 def m_drop_final_restore(c):
     edit_program(c.plan, step(c.plan, "reissue", ring=c.plan["ring"].index("restore")), delete=1)
     return c.reencode()  # realized from the mutation, so that only admission can catch it
@@ -546,6 +562,8 @@ MUTATIONS = [
      ["piece update_1 command 0 is h2d host context+0 -> context+0", "it must be update's with host buffers"]),
     ("record-other-buffer", "cpu", "schedule-steps-fresh", m_record_other_buffer,
      ["records update 1 (update_1)", "to host buffer step_losses_1", "it reads host buffer step_losses"]),
+    ("interval-ends-on-update-1", "cpu", "schedule-steps-fresh", m_interval_ends_on_update_1,
+     ["the final forward copies host buffer context, which holds context", "final_loss scores the last"]),
     ("record-dropped", "cpu", "schedule-steps-fresh", m_record_dropped,
      ["adamw-scalars with 2 updates not yet recorded", "at most 2"]),
     ("record-after-validation", "cpu", "schedule-steps-fresh", m_record_after_validation,

@@ -4,8 +4,8 @@ committed output; no torch needed here). Coppelius keeps fp16 activations and gr
 so the losses agree to fp16's precision, not to the bit: each step's difference is printed, and each must be within
 5e-4 of PyTorch's loss, relative (measured 2026-12-05: at most 5.2e-5; the first step 1.5e-7). The whole training
 program is held: the token cursor's batches, the forward, the backward, the unscaling, AdamW's step size and decay
-at each step. The run's initial and final loss and its last validation point are held against the float32
-reference forward (coppelius/kernels/gpt2.py) on the contexts each is defined to score."""
+at each step. The run's initial and final loss, its last validation point and a predict run's mean loss are held
+against the float32 reference forward (coppelius/kernels/gpt2.py) on the contexts each is defined to score."""
 import subprocess
 from pathlib import Path
 
@@ -58,8 +58,14 @@ def follow_pytorch(tmp_path: Path, target: str) -> None:
     for got, expected in zip(losses, want):
         assert abs(got - expected) <= RELATIVE * expected
     # the scored losses against the float32 reference forward: initial_loss (the starting weights on the first
-    # context), final_loss (the final weights on the last step's context) and the validation point at the end (the
-    # final weights on eval_contexts contexts from the validation stream's start, here the same stream)
+    # context), final_loss (the final weights on the last step's context), the validation point at the end (the
+    # final weights on eval_contexts contexts from the validation stream's start, here the same stream) and a
+    # predict run's mean_loss from final.ckpt (the same contexts)
+    proc = subprocess.run([paths["elf"], "--operation", "predict", "--checkpoint", str(tmp_path / "out" / "final.ckpt"),
+                           "--tokens", str(stream), "--out", str(tmp_path / "predict")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    predicted = result.read(tmp_path / "predict" / "result.json")
     _, parts = checkpoint.read(tmp_path / "out" / "final.ckpt")
     stream, n = run["run_stream"].astype(np.int64), RUN["batch"] * RUN["context"]
 
@@ -73,7 +79,8 @@ def follow_pytorch(tmp_path: Path, target: str) -> None:
     validation = np.mean([reference(parts["params"], k) for k in range(cfg.run.eval_contexts)])
     for name, got, expected in (("initial", record["initial_loss"], reference(np.concatenate(params), 0)),
                                 ("final", record["final_loss"], reference(parts["params"], RUN["steps"] - 1)),
-                                ("validation", record["validation"]["points"][-1]["loss"], validation)):
+                                ("validation", record["validation"]["points"][-1]["loss"], validation),
+                                ("predict", predicted["mean_loss"], validation)):
         print(f"{target} {name} loss {got:.6f}, the reference's {expected:.6f}")
         assert abs(got - expected) <= RELATIVE * expected, name
 

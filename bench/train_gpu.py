@@ -1,6 +1,7 @@
 """Coppelius against PyTorch on the same GPU, model, precision and batch, in one run.
 
     python bench/train_gpu.py [--models tiny,small,gpt2-124m] [--steps 30] [--out bench/results] [--profile REPS]
+                              [--steps-per-launch 1,2]
 
 For each model: Coppelius's ms/step (the native host ELF run as a program, each piece a CUDA graph;
 beside it the same host ELF walked by the Python reference host, to show the host's cost), the peer's eager,
@@ -9,7 +10,9 @@ floors (model FLOPs over the measured fp16 matmul rate; the fewest bytes a step 
 the measured copy bandwidth). Writes one JSON with device and date, and the card's clocks and power over each
 timed run (bench/clocks.py: nvidia-smi beside it). With --profile, also each
 model's update piece timed command by command (bench/profile_gpu.py) on the same loaded device,
-written as profile-MODEL-DATE.md beside the JSON and into it.
+written as profile-MODEL-DATE.md beside the JSON and into it. With --steps-per-launch K1,K2,..., Coppelius runs once
+for each (the config key: steps an update submission holds), the first giving the ratios; the others are reported
+beside it with whether their losses are the same bits.
 """
 import argparse
 import datetime
@@ -34,11 +37,12 @@ from clocks import ClockWatch, line as clock_line  # noqa: E402 (bench/ is on th
 BATCH = {"tiny": 8, "small": 64, "gpt2-124m": 32}
 
 
-def step_ms(record: dict) -> float:
-    """The median time between steps, after three warm-up steps."""
-    times = [s["time"] for s in record["steps"]]
+def step_ms(record: dict, per_launch: int = 1) -> float:
+    """The median time a step between submissions (a submission's steps are recorded together), after three warm-up
+    submissions."""
+    times = [s["time"] for s in record["steps"]][per_launch - 1::per_launch]
     deltas = sorted(b - a for a, b in zip(times[3:], times[4:]))
-    return 1000 * deltas[len(deltas) // 2]
+    return 1000 * deltas[len(deltas) // 2] / per_launch
 
 
 def write_corpus(path: Path) -> None:
@@ -47,7 +51,7 @@ def write_corpus(path: Path) -> None:
     path.write_bytes(text * (1 + 40_000_000 // len(text)))
 
 
-def build_gpu(model: str, batch: int, steps: int, work: Path) -> dict:
+def build_gpu(model: str, batch: int, steps: int, work: Path, per_launch: int = 1) -> dict:
     """The workflow's artifacts (stages.build_chain's paths) of a run of `steps` steps for the target whose card is
     present (h200, h100) on a corpus of the project's own Python sources; the working directory becomes `work`."""
     from coppelius.config import ROOT as CROOT, resolve
@@ -63,9 +67,9 @@ def build_gpu(model: str, batch: int, steps: int, work: Path) -> dict:
         write_corpus(corpus)
     raw = yaml.safe_load((CROOT / "config" / "config.yaml").read_text())
     config = resolve(raw | {"target": target, "model": model, "batch": batch, "steps": steps, "interval": steps,
-                            "corpus": str(corpus), "keep": 1})
+                            "corpus": str(corpus), "keep": 1, "steps_per_launch": per_launch})
     os.chdir(work)
-    return build_chain(config, work / model)
+    return build_chain(config, work / (model if per_launch == 1 else f"{model}-k{per_launch}"))
 
 
 def run_native(paths: dict, out: Path, env: dict | None = None) -> None:
@@ -74,13 +78,14 @@ def run_native(paths: dict, out: Path, env: dict | None = None) -> None:
                     paths["val"], "--out", str(out)], check=True, env=env or {})
 
 
-def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0) -> tuple[float, float, dict]:
+def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: int = 0,
+                 per_launch: int = 1) -> tuple[float, float, dict]:
     """(native host ms/step, Python host ms/step, details) of the same host ELF."""
     from coppelius.formats import result
     from reference_host.interpreter import Program, Run
     from cuda_harness import CudaDevice, check_card
-    paths = build_gpu(model, batch, steps, work)
-    native_out = work / f"{model}-native"
+    paths = build_gpu(model, batch, steps, work, per_launch)
+    native_out = work / f"{model}-k{per_launch}-native"
     with ClockWatch() as watch:
         run_native(paths, native_out)
     native = result.read(native_out / "result.json")
@@ -90,7 +95,7 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     plan = json.loads(Path(paths["plan"]).read_text())
     profile = None
     try:
-        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-run", "train",
+        record = Run(program, device, paths["checkpoint"], paths["train"], work / f"{model}-k{per_launch}-run", "train",
                      validation_path=paths["val"]).execute()
         if profile_reps:
             from profile_gpu import profile_update
@@ -101,9 +106,9 @@ def coppelius_ms(model: str, batch: int, steps: int, work: Path, profile_reps: i
     # a scoring forward's time (validation: the forward and restore pieces and the host's loss), not the step's
     scored = len(native["validation"]["points"]) * plan["run"]["eval_contexts"]
     validation = 1000 * native["validation"]["seconds"] / scored if scored else None
-    return step_ms(native), step_ms(record), {"plan": plan, "losses": [s["loss"] for s in native["steps"]],
-                                              "profile": profile, "hosts_agree_bitwise": same,
-                                              "clocks": watch.summary, "validation_ms_a_context": validation}
+    details = {"plan": plan, "losses": [s["loss"] for s in native["steps"]], "profile": profile,
+               "hosts_agree_bitwise": same, "clocks": watch.summary, "validation_ms_a_context": validation}
+    return step_ms(native, per_launch), step_ms(record, per_launch), details
 
 
 def floors(plan: dict, ceilings: dict) -> dict:
@@ -127,6 +132,7 @@ def main():
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--peer-modes", default="eager,compile,graph",
                         help="comma-separated; empty: no peer")
+    parser.add_argument("--steps-per-launch", default="1", help="comma-separated; the first gives the ratios")
     parser.add_argument("--profile", type=int, default=0, metavar="REPS",
                         help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()
@@ -138,8 +144,17 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="coppelius-bench-"))
     for model in args.models.split(","):
         batch = BATCH[model]
-        ours, python_host, info = coppelius_ms(model, batch, args.steps, work, args.profile)
+        first, *others = [int(k) for k in args.steps_per_launch.split(",")]
+        ours, python_host, info = coppelius_ms(model, batch, args.steps, work, args.profile, first)
         plan = info["plan"]
+        per_launch = {first: {"coppelius_ms": ours, "python_host_ms": python_host, "same_losses": True}}
+        for k in others:
+            ms, host_ms, more = coppelius_ms(model, batch, args.steps, work, 0, k)
+            per_launch[k] = {"coppelius_ms": ms, "python_host_ms": host_ms,
+                             "same_losses": more["losses"] == info["losses"]}
+            print(f"{model}: steps_per_launch {k}: {ms:.3f} ms a step (python host {host_ms:.3f}), against "
+                  f"{ours:.3f} at {first}; losses {'the same bits' if per_launch[k]['same_losses'] else 'DIFFER'}",
+                  flush=True)
         learner = {k: float(Fraction(v)) for k, v in plan["learner"].items()}
         peers, clocks = {}, {"coppelius": info["clocks"]}
         print(f"{model}: coppelius (native host, whole run) {clock_line(info['clocks'])}", flush=True)
@@ -155,6 +170,7 @@ def main():
         floor = floors(plan, ceilings)
         entry = {"batch": batch, "context": plan["model"]["context"], "coppelius_ms": ours,
                  "python_host_ms": python_host, "hosts_agree_bitwise": info["hosts_agree_bitwise"],
+                 "steps_per_launch": {str(k): v for k, v in per_launch.items()},
                  "peer_ms": peers, "floor": floor,
                  "ratio_peer_over_coppelius": {m: (v / ours if v else None) for m, v in peers.items()},
                  "over_floor": ours / max(floor["flops_ms"], floor["bytes_ms"]),

@@ -45,6 +45,7 @@ class Run:
     max_skips: int
     eval_contexts: int
     staging_bytes: int
+    steps_per_launch: int = 1  # optimizer steps an update submission holds (plan/build.py)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -208,6 +209,9 @@ def resolve(raw: dict, source: str = "config") -> Config:
     _check_binary32(ratios, scale, raw, source)
     _check(raw["steps"] % raw["interval"] == 0, source, "steps", raw["steps"],
            f"it must be a multiple of interval ({raw['interval']}): change steps or interval")
+    per_launch = raw.get("steps_per_launch", 1)
+    _check(raw["interval"] % per_launch == 0, source, "steps_per_launch", per_launch,
+           f"it must divide interval ({raw['interval']}): an update submission holds whole steps of one interval")
     _check_int32_counts(model, raw["batch"], source)
     _check(model.width <= MAX_WIDTH, source, "width", model.width,
            f"the layernorm backward gives each 8 channels a thread of one block: use a width of at most {MAX_WIDTH}")
@@ -232,7 +236,7 @@ def resolve(raw: dict, source: str = "config") -> Config:
         model=model,
         learner=AdamWSettings(**ratios, loss_scale=scale),
         run=Run(**{k: raw[k] for k in ("steps", "batch", "interval", "keep", "max_skips", "eval_contexts")},
-                staging_bytes=staging),
+                staging_bytes=staging, steps_per_launch=per_launch),
         seed=raw["seed"],
         corpus=raw.get("corpus"),
         tokens=raw.get("tokens"),

@@ -144,10 +144,10 @@ def tables(config_path: str, realize_dir: str, out_dir: str) -> str:
     from .realize import ARTIFACTS as REALIZED
     from .realize.tables import ARTIFACTS, realized_tables
     config = read_resolved(config_path)
-    inputs = {"launches": _files(realize_dir, REALIZED)["launches"]}
+    inputs = {name: _files(realize_dir, REALIZED)[name] for name in ("launches", "commands", "ring")}
 
     def produce(out):
-        for name, data in realized_tables(Path(inputs["launches"]).read_bytes()).items():
+        for name, data in realized_tables({k: Path(path).read_bytes() for k, path in inputs.items()}).items():
             publish_bytes(out[name], data)
     return cas.run_stage("tables", code=code("tables"), config={}, inputs=inputs, target=config.target["name"],
                          outputs=_files(out_dir, ARTIFACTS), build=produce,

@@ -35,7 +35,7 @@ TABLES = {  # section: (magic, record struct, field names), from the document's 
     "commands": (b"COPCMDS\0", "<IIIIQQQII", ("op", "a", "src", "dst", "src_offset", "dst_offset", "bytes", "value",
                                               "flags")),
     "ring": (b"COPRING\0", "<III", ("piece", "offset", "length")),
-    "step_words": (b"COPSTEP\0", "<5I", ("launch", "step_size_offset", "eps_offset", "step_size", "eps")),
+    "step_words": (b"COPSTEP\0", "<6I", ("launch", "step_size_offset", "eps_offset", "step_size", "eps", "slot")),
     "program": (b"COPHPRG\0", "<IIIIQQQII", ("op", "ring", "buffer", "file", "count", "offset", "bytes", "value",
                                              "body")),
     "planes": (b"COPPLAN\0", "<QQII", ("offset", "bytes", "dtype", "lifetime")),
@@ -45,7 +45,7 @@ TABLES = {  # section: (magic, record struct, field names), from the document's 
                                                  "eval_contexts", "vocab", "context_tokens", "model_json_bytes",
                                                  "learner_json_bytes")),
 }
-RECORD_BYTES = {"launches": 52, "relocations": 16, "commands": 48, "ring": 12, "step_words": 20, "program": 48,
+RECORD_BYTES = {"launches": 52, "relocations": 16, "commands": 48, "ring": 12, "step_words": 24, "program": 48,
                 "planes": 24, "buffers": 16, "run": 88}
 
 
@@ -58,8 +58,8 @@ def read_table(name: str, data: bytes) -> tuple[list[dict], bytes]:
     got_magic, version, count, blob_bytes = struct.unpack_from("<8sIIQ", data, 0)
     if got_magic != magic:
         raise Refused(f"{name}: magic {got_magic!r}, not {magic!r}")
-    if version != 4:
-        raise Refused(f"{name}: version {version}, not 4")
+    if version != 5:
+        raise Refused(f"{name}: version {version}, not 5")
     if len(data) != 24 + count * size + blob_bytes:
         raise Refused(f"{name}: {len(data)} bytes, not 24 + {count} x {size} + {blob_bytes}")
     records = []
@@ -76,7 +76,7 @@ def read_table(name: str, data: bytes) -> tuple[list[dict], bytes]:
 
 def write_table(name: str, records: list[tuple], blob: bytes = b"") -> bytes:
     magic, layout, _ = TABLES[name]
-    return struct.pack("<8sIIQ", magic, 4, len(records), len(blob)) + b"".join(
+    return struct.pack("<8sIIQ", magic, 5, len(records), len(blob)) + b"".join(
         struct.pack(layout, *r) for r in records) + blob
 
 
@@ -114,9 +114,9 @@ OPS = {1: "submit", 2: "reissue", 3: "repeat", 4: "read", 5: "read-at-cursor", 6
        22: "validation-begin", 23: "validation-end"}
 OP_FIELDS = {  # the op table's "fields" column: every other field is 0 ("Unused fields are 0")
     "submit": {"ring"}, "reissue": {"ring"}, "repeat": {"count", "body"},
-    "read": {"file", "offset", "buffer", "bytes"}, "read-at-cursor": {"buffer", "count"},
+    "read": {"file", "offset", "buffer", "bytes"}, "read-at-cursor": {"buffer", "count", "offset"},
     "cursor-advance": {"count"}, "write": {"file", "offset", "buffer", "bytes"},
-    "fill": {"buffer", "offset", "bytes", "value"}, "record-stat": {"value", "buffer"}, "operation": {"body", "count"},
+    "fill": {"buffer", "offset", "bytes", "value"}, "record-stat": {"value", "buffer", "offset"}, "adamw-scalars": {"value"}, "operation": {"body", "count"},
     "sample-context": {"buffer", "count"}, "sample-token": {"buffer", "count", "bytes"}, "cursor-wrap": {"count"},
 }
 

@@ -7,14 +7,14 @@
                     which nothing but the launches given it touch after the initialize piece's zeroes
   device-geometry   every launch's grid, block and shared bytes are the ones the kernel ABI computes
                     from its scalars (formats/geometry.py): no launch covers less, or more, than its count
-  learner-coverage  each update's AdamW launches cover params, m, v and the fp16 weights exactly once
-                    per update, each launch on the same elements of the four and of the gradients
+  learner-coverage  each update step's AdamW launches cover params, m, v and the fp16 weights exactly once
+                    per step, each launch on the same elements of the four and of the gradients
 
 Each reads the realization's launches (what the run executes), decoded back to the plan's vocabulary.
 """
 from ..formats.geometry import PROGRAMMATIC_BLOCKS_PER_SM, cluster_size, geometry, programmatic_launches
 from ..formats.kernels import KERNEL_NAMES, KERNELS, SCALAR_KINDS
-from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES
+from ..formats.tables import COMMAND_PROGRAMMATIC, DTYPE_BYTES, OPS
 from .common import (UPDATES, Realized, Refusal, command_accesses, describe, iv_add, iv_gap, iv_overlap,
                      launch_accesses, names_of, planes_by_name, piece_class)
 
@@ -139,20 +139,30 @@ def check_learner_coverage(plan, realization, realized, profile):
     nonfinite_check launches, all before the first AdamW launch, check every gradient element exactly
     once into the flag every AdamW launch reads."""
     planes, names, r = planes_by_name(plan), names_of(plan), Realized(plan, realization)
-    for name in UPDATES:  # each update entry, as realized
+    for name in UPDATES:  # each step of each update entry, as realized
         if name not in names:
             raise Refusal(f"the ring has no {name} piece")
-        launches = _adamw_coverage(plan, planes, r, r.ring[names.index(name)], name)
-        checks = _checked_before_applied(plan, planes, r, r.ring[names.index(name)], name)
+        for slot, span in enumerate(entry_steps(r, r.ring[names.index(name)])):
+            step = f"{name} step {slot}"
+            launches = _adamw_coverage(plan, planes, r, span, step)
+            checks = _checked_before_applied(plan, planes, r, span, step)
     total = plan["model"]["parameters"]
-    return f"each update's {launches} AdamW launches update each of the {total} parameters of params, m, v and " \
-           f"weights exactly once, after {checks} nonfinite_check launches checked each gradient once"
+    return f"each update step's {launches} AdamW launches update each of the {total} parameters of params, m, v " \
+           f"and weights exactly once, after {checks} nonfinite_check launches checked each gradient once"
 
 
-def _entry_launches(r: Realized, entry, kernels: tuple[str, ...]):
-    """(launch index, kernel, arguments by name) of each launch of a realized ring entry running one of `kernels`,
-    in the entry's order."""
-    for j in range(int(entry["offset"]), int(entry["offset"] + entry["length"])):
+def entry_steps(r: Realized, entry) -> list[tuple[int, int]]:
+    """The [start, end) command spans of a realized ring entry's steps: each step of an update piece begins with
+    the h2d copy of its context (the step words' slots count them the same way, realize/tables.py)."""
+    start, end = int(entry["offset"]), int(entry["offset"] + entry["length"])
+    begins = [j for j in range(start + 1, end) if int(r.commands[j]["op"]) == OPS["h2d"]]
+    return list(zip([start, *begins], [*begins, end]))
+
+
+def _entry_launches(r: Realized, span: tuple[int, int], kernels: tuple[str, ...]):
+    """(launch index, kernel, arguments by name) of each launch of a span of realized commands running one of
+    `kernels`, in order."""
+    for j in range(*span):
         if int(r.commands[j]["op"]) != 0:
             continue
         i = int(r.commands[j]["a"])
@@ -167,12 +177,12 @@ def _tensor_at(plan: dict, element: int) -> str:
                 "no tensor")
 
 
-def _checked_before_applied(plan: dict, planes: dict, r: Realized, entry, name: str) -> int:
+def _checked_before_applied(plan: dict, planes: dict, r: Realized, span, name: str) -> int:
     """The entry's nonfinite_check launches: each sets flag+0 over a run of grads, all of them before its first
     AdamW launch, which (like every AdamW launch) skips on flag+0; together each gradient element once."""
     checked, launches, applied = (), 0, None
     size = DTYPE_BYTES[planes["grads"]["dtype"]]
-    for i, kernel, args in _entry_launches(r, entry, ("nonfinite_check", "adamw")):
+    for i, kernel, args in _entry_launches(r, span, ("nonfinite_check", "adamw")):
         where = f"{name} launch {i} ({kernel})"
         if args["flag"] != {"plane": "flag", "offset": 0}:
             raise Refusal(f"{where}: its flag is {args['flag']!r}; the update's non-finite flag is flag+0")
@@ -196,10 +206,10 @@ def _checked_before_applied(plan: dict, planes: dict, r: Realized, entry, name: 
     return launches
 
 
-def _adamw_coverage(plan: dict, planes: dict, r: Realized, entry, name: str) -> int:
+def _adamw_coverage(plan: dict, planes: dict, r: Realized, span, name: str) -> int:
     covered = {p: () for p in WEIGHT_PLANES}
     launches = 0
-    for i, _, args in _entry_launches(r, entry, ("adamw",)):
+    for i, _, args in _entry_launches(r, span, ("adamw",)):
         launches += 1
         where = f"{name} launch {i} (adamw)"
         elements = set()

@@ -8,9 +8,13 @@ Each check reads the plan's host program expanded as the runtime runs it (common
 walker of formats/program.py), once for `train` and once for `predict`, and the plan's pieces.
 """
 from ..formats.kernels import KERNELS
-from ..formats.program import PENDING_UPDATES
 from .common import (GENERATE_PIECES, OPERATIONS, TRACED_NEW_TOKENS, UPDATES, Refusal, describe, describe_ref, iv_add,
                      iv_gap, names_of as _names, parameter_count, trace, well_formed)
+
+def steps_per_launch(plan: dict) -> int:
+    """The steps each update submission holds (config: steps_per_launch; 1 in a plan from before the key)."""
+    return plan["run"].get("steps_per_launch", 1)
+
 
 def chunk_count(plan: dict) -> tuple[int, int, int]:
     """(payload bytes, part bytes, chunks), from the model's dimensions and the staging size."""
@@ -31,10 +35,11 @@ def expected_issues(plan: dict) -> dict[str, dict[str, tuple[int, str]]]:
     first = {"initialize": (1, "once")} | loads | {"cast_weights": (1, "once, after the load")}
     scored = 2 + publications * run["eval_contexts"]
     why = f"the loss before and after training, and eval_contexts at each of {publications} publications"
-    pairs, odd = divmod(run["interval"] - 1, 2)
+    per_launch = steps_per_launch(plan)
+    pairs, odd = divmod(run["interval"] // per_launch - 1, 2)
     update, update_1 = UPDATES
-    alternate = (f"each of {publications} intervals of {run['interval']} steps alternates {update} and {update_1}, "
-                 f"ending on {update}")
+    alternate = (f"each of {publications} intervals of {run['interval']} steps, {per_launch} a submission, "
+                 f"alternates {update} and {update_1}, ending on {update}")
     return {
         "train": first | {"forward": (scored, why), "restore": (scored, why),
                           update: (publications * (1 + pairs), alternate),
@@ -69,16 +74,16 @@ def check_issues_run(plan, realization, realized, profile):
 
 
 # ---------------------------------------------------------------------------- steps-fresh
-def _context_takes(piece: dict, n: int) -> str:
-    """The host buffer a forward or update piece takes its context from: its n + 1 tokens (int32) copied whole into
-    the context plane, whose first n are the tokens its kernels read and the n after the first their targets."""
+def _context_takes(piece: dict, n: int) -> list[tuple[str, int]]:
+    """The (host buffer, offset) each step of a forward or update piece takes its context from, in order: its n + 1
+    tokens (int32) copied whole into the context plane, whose first n are the tokens its kernels read and the n after
+    the first their targets. A piece holds steps one after the other, each beginning with its context's copy."""
     takes = [c for c in piece["commands"] if c["op"] == "h2d" and c["dst"]["plane"] == "context"]
-    whole = len(takes) == 1 and takes[0]["src"]["offset"] == 0 and takes[0]["dst"]["offset"] == 0 \
-        and takes[0]["bytes"] == 4 * (n + 1)
-    if not whole:
+    whole = takes and all(c["dst"]["offset"] == 0 and c["bytes"] == 4 * (n + 1) for c in takes)
+    if not whole or piece["commands"][0] is not takes[0]:
         got = ", ".join(describe(c) for c in takes) or "nothing"
-        raise Refusal(f"piece {piece['name']}: the context plane must be copied whole from a host buffer's byte 0 in "
-                      f"one h2d ({4 * (n + 1)} bytes, {n + 1} tokens); it gets {got}")
+        raise Refusal(f"piece {piece['name']}: each of its steps must begin by copying the context plane whole from a "
+                      f"host buffer in one h2d ({4 * (n + 1)} bytes, {n + 1} tokens); it gets {got}")
     want = {"tokens": 0, "targets": 4}  # the targets: the tokens shifted by one
     for i, c in enumerate(piece["commands"]):
         if c["op"] != "launch":
@@ -89,22 +94,24 @@ def _context_takes(piece: dict, n: int) -> str:
                 raise Refusal(f"piece {piece['name']} command {i} ({c['kernel']}): {name} is {describe_ref(arg)}; "
                               f"it must be the context plane's byte {want[name]}"
                               f"{' (the tokens shifted by one)' if want[name] else ''}")
-    return takes[0]["src"]["buffer"]
+    return [(c["src"]["buffer"], c["src"]["offset"]) for c in takes]
 
 
-def _losses_copy(piece: dict, n: int, flag: bool) -> str:
-    """The host buffer a piece copies the losses plane into (its n f32 whole, at byte 0), and with `flag`, the
-    non-finite flag right after them."""
+def _losses_copy(piece: dict, n: int, flag: bool) -> list[tuple[str, int]]:
+    """The (host buffer, offset) each step of a piece copies the losses plane into (its n f32 whole), and with
+    `flag`, the non-finite flag right after them; one buffer for all."""
     copies = [c for c in piece["commands"] if c["op"] == "d2h" and c["src"]["plane"] in ("losses", "flag")]
-    want = [({"plane": "losses", "offset": 0}, 0, 4 * n)]
-    want += [({"plane": "flag", "offset": 0}, 4 * n, 4)] if flag else []
+    width = 2 if flag else 1
+    starts = [c["dst"]["offset"] for c in copies[::width]] if flag else [0]  # a scoring copy: one, at byte 0
+    want = [({"plane": plane, "offset": 0}, start + at, size) for start in starts
+            for plane, at, size in (("losses", 0, 4 * n), ("flag", 4 * n, 4))[:width]]
     got = [(c["src"], c["dst"]["offset"], c["bytes"]) for c in copies]
-    if got != want or len({c["dst"]["buffer"] for c in copies}) != 1:
-        rule = f"losses+0 ({4 * n} bytes) to a host buffer's byte 0" + (f", then flag+0 (4 bytes) to its byte {4 * n}"
-                                                                        if flag else "")
+    if not copies or got != want or len({c["dst"]["buffer"] for c in copies}) != 1:
+        rule = (f"losses+0 ({4 * n} bytes) to a host buffer, then flag+0 (4 bytes) right after them, once a step"
+                if flag else f"losses+0 ({4 * n} bytes) to a host buffer's byte 0")
         raise Refusal(f"piece {piece['name']} must copy {rule}; it copies "
                       f"{'; '.join(describe(c) for c in copies) or 'neither'}")
-    return copies[0]["dst"]["buffer"]
+    return [(copies[0]["dst"]["buffer"], start) for start in starts]
 
 
 def _updates_alike(plan: dict, index: dict) -> None:
@@ -139,6 +146,7 @@ class _Cursor:
 def check_steps_fresh(plan, realization, realized, profile):
     run, names = plan["run"], _names(plan)
     n, steps, contexts = run["tokens_per_step"], run["steps"], run["eval_contexts"]
+    per_launch = steps_per_launch(plan)
     if n != run["batch"] * plan["model"]["context"]:
         raise Refusal(f"tokens_per_step is {n}, batch x context is {run['batch'] * plan['model']['context']}")
     tokens = plan["contracts"]["tokens"]
@@ -151,7 +159,13 @@ def check_steps_fresh(plan, realization, realized, profile):
     _updates_alike(plan, index)
     source = {name: _context_takes(plan["pieces"][index[name]], n) for name in ("forward", *UPDATES)}
     report = {name: _losses_copy(plan["pieces"][index[name]], n, flag=True) for name in UPDATES}
-    scores = _losses_copy(plan["pieces"][index["restore"]], n, flag=False)
+    for name in UPDATES:
+        if not len(source[name]) == len(report[name]) == per_launch:
+            raise Refusal(f"piece {name} takes {len(source[name])} contexts and copies {len(report[name])} steps' "
+                          f"losses; an update holds steps_per_launch = {per_launch} steps")
+    if len(source["forward"]) != 1:
+        raise Refusal(f"piece forward takes {len(source['forward'])} contexts; it scores one")
+    (scores, _), = _losses_copy(plan["pieces"][index["restore"]], n, flag=False)
     clobbers = {i: {c["dst"]["buffer"] for c in p["commands"] if c["op"] == "d2h"}
                 for i, p in enumerate(plan["pieces"])}
     publications = steps // run["interval"]
@@ -160,18 +174,23 @@ def check_steps_fresh(plan, realization, realized, profile):
         # the train stream's cursor is unknown until set from the checkpoint; a validation pass starts
         # at 0, where the run has checked that one context fits
         cursor, saved, validating, passes = None, None, None, 0
-        t, scalars, done, scored = 0, 0, 0, 0  # scored: contexts scored (predict, or this validation pass)
-        held: dict[str, tuple[int, int] | None] = {}  # buffer -> (context number, tokens) read there
+        t, slots, done, scored = 0, [], 0, 0  # slots: adamw-scalars' since the last update; scored: contexts scored
+        # (host buffer, offset) -> (context number, tokens, the cursor's moves before it was read) read there
+        held: dict[tuple[str, int], tuple[int, int, list] | None] = {}
         taken = 0  # contexts read at the cursor so far, on any stream
-        last_update = None  # (context number, tokens) the last update took: the final forward scores it
-        pending = []  # updates submitted and not yet recorded, oldest first: (number, piece, submission)
+        last_update = None  # the context number the last update's last step took: the final forward scores it
+        pending = []  # steps submitted and not yet recorded, oldest first: (number, piece, slot, submission)
         writer: dict[str, int | None] = {}  # buffer -> the submission that last wrote it (None: the host)
+
+        def forget(buffer):
+            for key in [key for key in held if key[0] == buffer]:
+                held[key] = None
         for serial, (pc, op, args) in enumerate(trace(plan, operation)):
             at = f"{operation} host step {pc}"
             if op in ("fill", "read", "read-at-cursor"):
                 writer[args["buffer"]] = None
             if op in ("checkpoint-publish", "validation-begin") and pending:
-                raise Refusal(f"{at}: {op} with updates {[k for k, _, _ in pending]} not yet recorded; every update "
+                raise Refusal(f"{at}: {op} with updates {[k for k, *_ in pending]} not yet recorded; every update "
                               f"is recorded before the run scores or publishes")
             if op == "cursor-from-checkpoint":
                 if cursor is not None or validating is not None:
@@ -190,9 +209,10 @@ def check_steps_fresh(plan, realization, realized, profile):
                                   f"since it moved (it wraps for {cursor.room}); a context could straddle the "
                                   f"stream's end")
                 taken += 1
-                held[args["buffer"]] = (taken, args["tokens"])
+                held[(args["buffer"], args["offset"])] = (taken, args["tokens"], cursor.moves)
+                cursor.moves = []
             elif op in ("fill", "read"):
-                held[args["buffer"]] = None
+                forget(args["buffer"])
             elif op == "validation-begin":
                 if operation == "predict" or validating is not None:
                     raise Refusal(f"{at}: validation-begin {'in predict' if operation == 'predict' else 'twice'}; "
@@ -209,10 +229,14 @@ def check_steps_fresh(plan, realization, realized, profile):
                 if operation == "predict" or validating is not None:
                     raise Refusal(f"{at}: adamw-scalars in {operation if validating is None else 'validation'}; "
                                   f"scoring never steps the optimizer")
-                if len(pending) + scalars >= PENDING_UPDATES:
-                    raise Refusal(f"{at}: adamw-scalars with {len(pending) + scalars} updates not yet recorded; the "
-                                  f"host holds at most {PENDING_UPDATES} (one submitted beside the one it records)")
-                scalars += 1
+                if len(pending) + len(slots) >= 2 * per_launch:
+                    raise Refusal(f"{at}: adamw-scalars with {len(pending) + len(slots)} updates not yet recorded; "
+                                  f"the host holds at most {2 * per_launch} (one submission's {per_launch} steps "
+                                  f"beside the one it records)")
+                if args["slot"] != len(slots):
+                    raise Refusal(f"{at}: adamw-scalars of slot {args['slot']} after {len(slots)} since the last "
+                                  f"update; a submission's steps take t in slot order, from 0")
+                slots.append(args["slot"])
                 t += 1
             elif op in ("checkpoint-begin", "checkpoint-publish") and validating is not None:
                 raise Refusal(f"{at}: {op} inside the validation pass begun at host step {validating}")
@@ -228,20 +252,23 @@ def check_steps_fresh(plan, realization, realized, profile):
                 if not pending:
                     raise Refusal(f"{at}: record-stat step with every submitted update recorded; each records the "
                                   f"oldest update not yet recorded")
-                k, name, submission = pending.pop(0)
-                if args["buffer"] != report[name] or writer.get(report[name], -1) != submission:
-                    why = (f"it reads host buffer {args['buffer']}" if args["buffer"] != report[name] else
-                           f"host buffer {report[name]} was written since")
+                k, name, slot, submission = pending.pop(0)
+                buffer, offset = report[name][slot]
+                if (args["buffer"], args["offset"]) != (buffer, offset) or writer.get(buffer, -1) != submission:
+                    why = (f"it reads host buffer {args['buffer']}+{args['offset']}"
+                           if (args["buffer"], args["offset"]) != (buffer, offset) else
+                           f"host buffer {buffer} was written since")
                     raise Refusal(f"{at}: records update {k} ({name}), which copies its losses and flag to host "
-                                  f"buffer {report[name]}; {why}")
+                                  f"buffer {buffer}+{offset}; {why}")
             elif op == "record-stat":
                 in_pass = validating is not None
                 if args["kind"] in ("predict", "validation") and (args["kind"] == "validation") != in_pass:
                     raise Refusal(f"{at}: record-stat {args['kind']} "
                                   f"{'outside' if validating is None else 'inside'} a validation pass")
-                if args["buffer"] != scores or writer.get(scores) is None:
-                    raise Refusal(f"{at}: record-stat {args['kind']} reads host buffer {args['buffer']}; it scores the "
-                                  f"losses the restore piece copies to {scores}, after a restore")
+                if args["buffer"] != scores or args["offset"] != 0 or writer.get(scores) is None:
+                    raise Refusal(f"{at}: record-stat {args['kind']} reads host buffer {args['buffer']}"
+                                  f"+{args['offset']}; it scores the losses the restore piece copies to {scores}+0, "
+                                  f"after a restore")
             elif op in ("submit", "reissue"):
                 ring = args["ring"]
                 name = names[ring]
@@ -250,62 +277,66 @@ def check_steps_fresh(plan, realization, realized, profile):
                 scoring = operation == "predict" or validating is not None
                 what = "forward" if scoring else "update"
                 if (name == "forward" if scoring else name in UPDATES) and (scoring or op == "submit"):
-                    k = (scored if scoring else done) + 1
-                    label = (f"{operation} {what} {k} ({at})" if validating is None else
-                             f"validation forward {k} of the pass at host step {validating} ({at})")
-                    need = [] if k == 1 else [n]
-                    if cursor.moves != need:
-                        since = "it was set" if k == 1 else f"{what} {k - 1}"
-                        rule = "no move before the first" if k == 1 else f"one move of {n} tokens"
-                        raise Refusal(f"{label}: the cursor moved by {cursor.moves} since {since}; each {what} takes "
-                                      f"the next context, {rule}")
-                    if not scoring and scalars != 1:
-                        raise Refusal(f"{label}: adamw-scalars ran {scalars} times since the last update; the step "
-                                      f"count t must advance exactly once per update")
-                    got = held.get(source[name])
-                    if got != (taken, n + 1):
+                    first = (scored if scoring else done) + 1
+                    if not scoring and len(slots) != len(source[name]):
+                        raise Refusal(f"{operation} update {first} ({at}): adamw-scalars ran {len(slots)} times since "
+                                      f"the last update; the step count t must advance exactly once per step "
+                                      f"({len(source[name])} an update)")
+                    for slot, take in enumerate(source[name]):
+                        k = first + slot
+                        label = (f"{operation} {what} {k} ({at})" if validating is None else
+                                 f"validation forward {k} of the pass at host step {validating} ({at})")
+                        got = held.get(take)
+                        want = taken - len(source[name]) + 1 + slot
                         if got is None:
-                            why = f"host buffer {source[name]} holds no context read at the cursor"
-                        elif got[0] != taken:
-                            why = "its context was read before the cursor's last context (read before the move)"
-                        else:
-                            why = f"its context is {got[1]} tokens, one context is {n + 1} (n + 1 for the targets)"
-                        raise Refusal(f"{label}: {why}")
-                    cursor.moves = []
-                    last_update = last_update if scoring else got
+                            raise Refusal(f"{label}: host buffer {take[0]}+{take[1]} holds no context read at the "
+                                          f"cursor")
+                        if got[0] != want:
+                            raise Refusal(f"{label}: its context was read before the cursor's last context (read "
+                                          f"before the move)")
+                        if got[1] != n + 1:
+                            raise Refusal(f"{label}: its context is {got[1]} tokens, one context is {n + 1} (n + 1 for "
+                                          f"the targets)")
+                        need = [] if k == 1 else [n]
+                        if got[2] != need:
+                            since = "it was set" if k == 1 else f"{what} {k - 1}"
+                            rule = "no move before the first" if k == 1 else f"one move of {n} tokens"
+                            raise Refusal(f"{label}: the cursor moved by {got[2]} since {since}; each {what} takes "
+                                          f"the next context, {rule}")
+                    last = first + len(source[name]) - 1
                     if scoring:
-                        scored = k
+                        scored = last
                     else:
-                        done, scalars = k, 0
-                        pending.append((k, name, serial))
-                elif name == "forward" and operation == "train" and held.get(source[name]) is None:
-                    raise Refusal(f"{at}: forward issued with no context read at the cursor in {source[name]}")
-                elif name == "forward" and op == "reissue" and held.get(source[name]) != last_update:
-                    raise Refusal(f"{at}: the final forward copies host buffer {source[name]}, which holds context "
-                                  f"{(held.get(source[name]) or ('none',))[0]}, not the last update's "
-                                  f"({(last_update or ('none',))[0]}); final_loss scores the last training context")
+                        pending += [(first + slot, name, slot, serial) for slot in range(len(source[name]))]
+                        done, slots, last_update = last, [], taken
+                elif name == "forward" and operation == "train" and held.get(source[name][0]) is None:
+                    raise Refusal(f"{at}: forward issued with no context read at the cursor in "
+                                  f"{source[name][0][0]}+{source[name][0][1]}")
+                elif name == "forward" and op == "reissue" and (held.get(source[name][0]) or (None,))[0] != last_update:
+                    raise Refusal(f"{at}: the final forward copies host buffer {source[name][0][0]}, which holds "
+                                  f"context {(held.get(source[name][0]) or ('none',))[0]}, not the last update's "
+                                  f"({last_update or 'none'}); final_loss scores the last training context")
                 for buffer in clobbers[ring]:
-                    held[buffer] = None
+                    forget(buffer)
                     writer[buffer] = serial
         count, what, got = (steps, "update", done) if operation == "train" else (contexts, "forward", scored)
         if got != count:
             raise Refusal(f"{operation} issues {got} {what}s taking fresh contexts; the run needs {count}")
         if pending:
-            raise Refusal(f"{operation} ends with updates {[k for k, _, _ in pending]} not yet recorded")
+            raise Refusal(f"{operation} ends with updates {[k for k, *_ in pending]} not yet recorded")
         if operation == "train" and passes != publications:
             raise Refusal(f"train runs {passes} validation passes; the run scores one at each of its {publications} "
                           f"publications")
-    return (f"{steps} updates each take the next {n}-token context, after exactly one cursor move and one step "
-            f"count, and are each recorded from their own losses, at most one submitted beside the one recorded; "
-            f"every context is read after a cursor-wrap, so none straddles the stream's end; the final forward "
-            f"scores the last update's context; checkpoints "
-            f"carry the next context's cursor; {publications} validation passes and predict each score "
-            f"{contexts} fresh contexts")
+    return (f"{steps} updates ({per_launch} a submission) each take the next {n}-token context, after exactly one "
+            f"cursor move and one step count, and are each recorded from their own losses, at most one submission "
+            f"beside the one recorded; every context is read after a cursor-wrap, so none straddles the stream's end; "
+            f"the final forward scores the last update's context; checkpoints carry the next context's cursor; "
+            f"{publications} validation passes and predict each score {contexts} fresh contexts")
 
 
 # ---------------------------------------------------------------------------- request
 def stat_reads(kind: str, n: int) -> int:
-    """The bytes at the start of its buffer that record-stat reads (tests/reference_host/interpreter.py:
+    """The bytes from its offset in its buffer that record-stat reads (tests/reference_host/interpreter.py:
     op_record_stat): the losses, and a step's non-finite flag after them."""
     return 4 * n + (4 if kind == "step" else 0)
 
@@ -353,13 +384,13 @@ def check_request(plan, realization, realized, profile):
             elif op == "read":
                 acc = [("w", *inside(args["buffer"], 0, args["bytes"], what), what)]
             elif op in ("read-at-cursor", "sample-context"):
-                acc = [("w", *inside(args["buffer"], 0, 4 * args["tokens"], what), what)]
+                acc = [("w", *inside(args["buffer"], args.get("offset", 0), 4 * args["tokens"], what), what)]
             elif op == "sample-token":
                 acc = [("r", *inside(args["buffer"], 0, args["bytes"], what), what)]
             elif op == "write":
                 acc = [("r", *inside(args["buffer"], 0, args["bytes"], what), what)]
             elif op == "record-stat":
-                acc = [("r", *inside(args["buffer"], 0, stat_reads(args["kind"], n), what), what)]
+                acc = [("r", *inside(args["buffer"], args["offset"], stat_reads(args["kind"], n), what), what)]
             elif op in ("submit", "reissue"):
                 acc = piece_host[args["ring"]]
             for mode, buffer, a, b, where in acc:

@@ -36,7 +36,9 @@ import numpy as np
 
 from ..formats.step_size import f32_word, nearest_f32, step_size_exact, step_size_host
 from ..formats.kernels import KERNEL_IDS, KERNELS, param_layout
+from ..formats.tables import OPS
 from .common import Realized, Refusal, unpack
+from .coverage import entry_steps
 
 K = 192                    # bits of the fixed-point enclosures of beta^t
 TAIL_BITS = 60             # the tail starts where beta^t <= 2^-TAIL_BITS
@@ -51,7 +53,8 @@ def _learner(plan: dict) -> dict:
 # ---------------------------------------------------------------------------- learner-step-words
 def check_step_words(plan, realization, realized, profile):
     """Every AdamW launch carries the first step's exact step size and eps*S as its step words (the
-    words the run patches and reads), and beta1, beta2 and the tensor's decay as the learner says."""
+    words the run patches and reads), its step's slot in its update piece (the one adamw-scalars patches it
+    for), and beta1, beta2 and the tensor's decay as the learner says."""
     L = _learner(plan)
     first = int(f32_word(step_size_exact(L["lr"], L["beta1"], L["beta2"], 1)), 16)
     eps = int(f32_word(nearest_f32(L["eps"] * L["loss_scale"])), 16)
@@ -67,6 +70,8 @@ def check_step_words(plan, realization, realized, profile):
                       f"has {planned}")
     tensors = plan["tensors"].values() if isinstance(plan["tensors"], dict) else plan["tensors"]
     names = [n for n, _ in KERNELS["adamw"]]
+    slot_of = {int(r.commands[j]["a"]): slot for entry in r.ring for slot, span in enumerate(entry_steps(r, entry))
+               for j in range(*span) if int(r.commands[j]["op"]) == OPS["launch"]}
     for i, w in zip(launches, rows):
         base = int(r.launches[i]["param_offset"])
         where = f"launch {i} (adamw)"
@@ -80,6 +85,9 @@ def check_step_words(plan, realization, realized, profile):
             if r.word("<u4", at) != int(w[field]):
                 raise Refusal(f"{where}: the {field} word in the block is 0x{r.word('<u4', at):08x}, the step-word "
                               f"table says 0x{int(w[field]):08x}")
+        if int(w["slot"]) != slot_of.get(i):
+            raise Refusal(f"{where}: its step-word row has slot {int(w['slot'])}; the launch is in step "
+                          f"{slot_of.get(i)} of its ring entry (each step begins with its context's h2d)")
         if int(w["step_size"]) != first or int(w["eps"]) != eps:
             raise Refusal(f"{where}: step words 0x{int(w['step_size']):08x}, 0x{int(w['eps']):08x}; the plan's are "
                           f"0x{first:08x} (step 1's exact step size), 0x{eps:08x} (eps*S)")

@@ -10,7 +10,7 @@ table `program` that the run reads, and `decode` reads it back (docs/formats.md,
   repeat {count, body}     run the next `body` steps `count` times (count null: once per new token
                            of a generate run, the run's --new-tokens N; 0 times in train and predict)
   read {file, offset, buffer, bytes}        checkpoint payload bytes at offset -> host buffer
-  read-at-cursor {buffer, tokens}           `tokens` token ids at the cursor -> host buffer (int32)
+  read-at-cursor {buffer, tokens, offset}   `tokens` token ids at the cursor -> host buffer at byte `offset` (int32)
   cursor-from-checkpoint {}                 cursor, epoch and step count <- the checkpoint's header (predict:
                                             the cursor is 0 unless the run scores from the checkpoint's cursor)
   cursor-advance {tokens}
@@ -18,13 +18,15 @@ table `program` that the run reads, and `decode` reads it back (docs/formats.md,
                                             cursor <- 0, epoch += 1 (llm.c's loader: a context never straddles)
   validation-begin {}                       the cursor steps act on the validation stream, from its start
   validation-end {}                         record (t, mean of the validation losses); back to the train stream
-  adamw-scalars {}                          t += 1; patch the step-size word of every AdamW launch
+  adamw-scalars {slot}                      t += 1; patch the step-size word of every AdamW launch of step slot
+                                            `slot` (an update piece holds steps_per_launch steps, slots 0..)
   write {file, offset, buffer, bytes}       host buffer -> the open output (offset null: append)
   fill {buffer, offset, bytes, value}
   checkpoint-begin {} / checkpoint-publish {}
-  record-stat {kind, buffer}                initial | step | final | predict | validation: the mean of the
-                                            losses in `buffer`; a step's also its non-finite flag after them,
-                                            and it records the oldest update not yet recorded (a step late)
+  record-stat {kind, buffer, offset}        initial | step | final | predict | validation: the mean of the
+                                            losses in `buffer` from byte `offset`; a step's also its non-finite
+                                            flag after them, and it records the oldest update not yet recorded
+                                            (a step late)
   write-status {} / write-timestamps {}
   operation {predict, generate}             train goes on; predict and generate jump to their step
   sample-context {buffer, tokens}           the generation window (the last <= `tokens` ids) -> buffer (int32)
@@ -41,10 +43,10 @@ from . import tables
 VOCABULARY: dict[str, dict[str, type | tuple]] = {
     "submit": {"ring": int}, "reissue": {"ring": int}, "repeat": {"count": (int, type(None)), "body": int},
     "read": {"file": str, "offset": int, "buffer": str, "bytes": int},
-    "read-at-cursor": {"buffer": str, "tokens": int}, "cursor-from-checkpoint": {}, "cursor-advance": {"tokens": int},
-    "adamw-scalars": {}, "write": {"file": str, "offset": (int, type(None)), "buffer": str, "bytes": int},
+    "read-at-cursor": {"buffer": str, "tokens": int, "offset": int}, "cursor-from-checkpoint": {},
+    "cursor-advance": {"tokens": int}, "adamw-scalars": {"slot": int}, "write": {"file": str, "offset": (int, type(None)), "buffer": str, "bytes": int},
     "fill": {"buffer": str, "offset": int, "bytes": int, "value": int},
-    "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str, "buffer": str},
+    "checkpoint-begin": {}, "checkpoint-publish": {}, "record-stat": {"kind": str, "buffer": str, "offset": int},
     "write-status": {}, "write-timestamps": {}, "operation": {"predict": int, "generate": int}, "end": {},
     "sample-context": {"buffer": str, "tokens": int}, "sample-token": {"buffer": str, "tokens": int, "bytes": int},
     "write-sample": {}, "cursor-wrap": {"tokens": int}, "validation-begin": {}, "validation-end": {},
@@ -59,9 +61,13 @@ FILES = ("checkpoint", "predictions")
 STATS = ("initial", "step", "final", "predict", "validation")
 APPEND = (1 << 64) - 1  # a write's offset field for "append", a repeat's count for "once per new token" (null)
 OPERATIONS = ("train", "predict", "generate")
-PENDING_UPDATES = 2  # updates submitted and not yet recorded that a host holds, at most (the C host's run.h)
+MAX_STEPS_PER_LAUNCH = 8  # steps an update piece holds, at most (config: steps_per_launch)
+# updates submitted and not yet recorded that a host holds, at most: two update pieces' (the C host's run.h); a
+# plan's own bound is twice its steps_per_launch (admission: schedule-steps-fresh)
+PENDING_UPDATES = 2 * MAX_STEPS_PER_LAUNCH
 # Which argument goes to which field of a HOST_STEP record (the rest are 0).
-FIELDS = {"ring": "ring", "count": "count", "tokens": "count", "offset": "offset", "bytes": "bytes", "value": "value"}
+FIELDS = {"ring": "ring", "count": "count", "tokens": "count", "offset": "offset", "bytes": "bytes", "value": "value",
+          "slot": "value"}
 
 
 def repeat(count: int, body: list) -> list:
@@ -197,3 +203,5 @@ def check_program(program, ring_count: int, buffers: dict, where: str) -> None:
             bad(index, f"({op}) file", args["file"])
         if op == "record-stat" and args["kind"] not in STATS:
             bad(index, "(record-stat) kind", args["kind"])
+        if op == "adamw-scalars" and args["slot"] >= MAX_STEPS_PER_LAUNCH:
+            bad(index, "(adamw-scalars) slot", args["slot"])

@@ -11,8 +11,9 @@ import numpy as np
 from .. import canonical
 from ..errors import CoppeliusError
 
-VERSION = 4  # 2: the launch record's cluster field; 3: the command record's flags; 4: two update buffers each,
-#             record-stat's buffer
+VERSION = 5  # 2: the launch record's cluster field; 3: the command record's flags; 4: two update buffers each,
+#             record-stat's buffer; 5: several steps an update piece (the step word's slot; read-at-cursor's and
+#             record-stat's offset, adamw-scalars' slot)
 
 LAUNCH = np.dtype([("kernel", "<u4"), ("grid", "<u4", 3), ("block", "<u4", 3), ("shared", "<u4"),
                    ("param_offset", "<u4"), ("param_bytes", "<u4"), ("reloc_start", "<u4"), ("reloc_count", "<u4"),
@@ -25,8 +26,9 @@ COMMAND = np.dtype([("op", "<u4"), ("a", "<u4"), ("src", "<u4"), ("dst", "<u4"),
                     ("src_offset", "<u8"), ("dst_offset", "<u8"), ("bytes", "<u8"), ("value", "<u4"), ("flags", "<u4")])
 COMMAND_PROGRAMMATIC = 1
 RING = np.dtype([("piece", "<u4"), ("offset", "<u4"), ("length", "<u4")])
+# slot: which of its update piece's steps the AdamW launch belongs to (its ring entry's h2d copies before it, less 1)
 STEP_WORD = np.dtype([("launch", "<u4"), ("step_size_offset", "<u4"), ("eps_offset", "<u4"),
-                      ("step_size", "<u4"), ("eps", "<u4")])
+                      ("step_size", "<u4"), ("eps", "<u4"), ("slot", "<u4")])
 # The host program, flattened in pre-order (formats/program.py).
 HOST_STEP = np.dtype([("op", "<u4"), ("ring", "<u4"), ("buffer", "<u4"), ("file", "<u4"), ("count", "<u8"),
                       ("offset", "<u8"), ("bytes", "<u8"), ("value", "<u4"), ("body", "<u4")])

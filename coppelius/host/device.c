@@ -11,9 +11,9 @@ int device_open(device* d, const device_tables* tables, uint64_t arena_bytes, ui
                    : cpu_device_open(&d->cpu, tables, arena_bytes, host_bytes, where, f);
 }
 
-int device_patch_step_size(device* d, float word, failure* f) {
-    if (d->cuda) return cuda_device_patch_step_size(&d->gpu, word, f);
-    cpu_device_patch_step_size(&d->cpu, word);
+int device_patch_step_size(device* d, float word, uint32_t slot, failure* f) {
+    if (d->cuda) return cuda_device_patch_step_size(&d->gpu, word, slot, f);
+    cpu_device_patch_step_size(&d->cpu, word, slot);
     return 0;
 }
 

@@ -17,7 +17,8 @@ typedef struct {
 // Open the device of `wanted->target` ("cpu" or a card). 0, or -1 with a one-line refusal.
 int device_open(device* d, const device_tables* tables, uint64_t arena_bytes, uint64_t host_bytes,
                 const uint8_t* image, uint64_t image_bytes, const cuda_card* wanted, const char* where, failure* f);
-int device_patch_step_size(device* d, float word, failure* f);
+// The step-size word of every AdamW launch of step slot `slot` (an update piece's steps_per_launch steps).
+int device_patch_step_size(device* d, float word, uint32_t slot, failure* f);
 int device_issue(device* d, uint32_t ring, failure* f);
 // Host buffer `index` (checked at load): its memory and size, once everything issued before has
 // finished with it (the cuda device waits only for those that touch it); NULL with the refusal when

@@ -27,10 +27,10 @@ int cpu_device_open(cpu_device* d, const device_tables* tables, uint64_t arena_b
     return 0;
 }
 
-void cpu_device_patch_step_size(cpu_device* d, float word) {
+void cpu_device_patch_step_size(cpu_device* d, float word, uint32_t slot) {
     for (uint32_t i = 0; i < d->l.t.step_words.count; i++) {
         step_word_record* w = table_record(&d->l.t.step_words, i);
-        memcpy(d->l.parameters + w->step_size_offset, &word, 4);
+        if (w->slot == slot) memcpy(d->l.parameters + w->step_size_offset, &word, 4);
     }
 }
 

@@ -22,7 +22,7 @@ typedef struct {
 int cpu_device_open(cpu_device* d, const device_tables* tables, uint64_t arena_bytes, uint64_t host_bytes,
                     const char* where, failure* f);
 // Write the binary32 step size into every AdamW launch's step-size word.
-void cpu_device_patch_step_size(cpu_device* d, float word);
+void cpu_device_patch_step_size(cpu_device* d, float word, uint32_t slot);
 // Run ring entry `ring` (checked at load). 0, or -1 if a kernel refused its arguments.
 int cpu_device_issue(cpu_device* d, uint32_t ring, failure* f);
 // The host buffer `index`'s memory (index checked at load by the program check).

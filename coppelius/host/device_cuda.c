@@ -324,12 +324,14 @@ int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena
     return 0;
 }
 
-int cuda_device_patch_step_size(cuda_device* d, float word, failure* f) {
+int cuda_device_patch_step_size(cuda_device* d, float word, uint32_t slot, failure* f) {
     (void)f;
-    if (d->word_version && memcmp(&word, &d->word, 4) == 0) return 0;  // converged: the graphs hold it
-    d->word = word, d->word_version++;
-    for (uint32_t i = 0; i < d->l.t.step_words.count; i++)
-        memcpy(d->l.parameters + ((step_word_record*)table_record(&d->l.t.step_words, i))->step_size_offset, &word, 4);
+    if ((d->worded >> slot & 1) && memcmp(&word, &d->word[slot], 4) == 0) return 0;  // converged: the graphs hold it
+    d->word[slot] = word, d->worded |= 1u << slot, d->word_version++;
+    for (uint32_t i = 0; i < d->l.t.step_words.count; i++) {
+        const step_word_record* w = table_record(&d->l.t.step_words, i);
+        if (w->slot == slot) memcpy(d->l.parameters + w->step_size_offset, &word, 4);
+    }
     return 0;
 }
 

@@ -56,7 +56,8 @@ typedef struct {
     CUgraphExec* execs;                // per ring entry; NULL for an empty one
     cuda_step_node* step_nodes;        // every AdamW node of every graph
     uint32_t step_node_count;
-    float word;                        // the step-size word of the last patch
+    float word[MAX_STEPS_PER_LAUNCH];  // each step slot's step-size word of its last patch
+    uint32_t worded;                   // bit s: slot s has been patched
     uint64_t word_version;             // patches that changed the word so far
     uint64_t* patched;                 // per ring entry: the word_version its graph holds
     int64_t last;                      // the ring entry issued last (-1: none)
@@ -71,7 +72,7 @@ typedef struct {
 int cuda_device_open(cuda_device* d, const device_tables* tables, uint64_t arena_bytes, uint64_t host_bytes,
                      const uint8_t* image, uint64_t image_bytes, const cuda_card* wanted, const char* where,
                      failure* f);
-int cuda_device_patch_step_size(cuda_device* d, float word, failure* f);
+int cuda_device_patch_step_size(cuda_device* d, float word, uint32_t slot, failure* f);
 int cuda_device_issue(cuda_device* d, uint32_t ring, failure* f);
 // The host buffer `index`'s memory and size, once the last issued entry that touches it has finished;
 // NULL with the refusal when the device reports an error.

@@ -160,6 +160,9 @@ static int check_commands(loaded_tables* lt, const char* where, failure* f) {
         if (!inside(w->step_size_offset, 4, lt->t.launches.blob_bytes) || !inside(w->eps_offset, 4,
                 lt->t.launches.blob_bytes))
             return fail(f, "%s: step word %u is outside the parameter blob; " REBUILD, where, i);
+        if (w->slot >= MAX_STEPS_PER_LAUNCH)
+            return fail(f, "%s: step word %u has slot %u, past the %d steps an update piece holds; " REBUILD, where, i,
+                        w->slot, MAX_STEPS_PER_LAUNCH);
     }
     return 0;
 }

@@ -32,6 +32,7 @@ int program_check(const table* records, uint32_t ring_count, uint32_t buffer_cou
             bad = "buffer", value = s.buffer;
         else if ((s.op == STEP_READ || s.op == STEP_WRITE) && s.file > 1) bad = "file", value = s.file;
         else if (s.op == STEP_RECORD_STAT && s.value > 4) bad = "value (stat kind)", value = s.value;
+        else if (s.op == STEP_ADAMW_SCALARS && s.value >= MAX_STEPS_PER_LAUNCH) bad = "value (slot)", value = s.value;
         if (bad)
             return fail(f, "%s: host program step %u (%s) %s is %llu; rebuild it with `snakemake`", where, i,
                         STEP_NAMES[s.op <= STEP_OPS ? s.op : 0], bad, (unsigned long long)value);

@@ -54,9 +54,9 @@ uint8_t* run_host_buffer(run_state* r, uint32_t index, uint64_t offset, uint64_t
     return base + offset;
 }
 
-// The mean of a losses buffer; -1 (and the refusal) when the device reports an error.
-static int mean_loss(run_state* r, uint32_t buffer, double* mean) {
-    const float* losses = (const float*)run_host_buffer(r, buffer, 0, 4 * (uint64_t)r->run.tokens_per_step);
+// The mean of the losses at byte `offset` of a host buffer; -1 (and the refusal) when the device reports an error.
+static int mean_loss(run_state* r, uint32_t buffer, uint64_t offset, double* mean) {
+    const float* losses = (const float*)run_host_buffer(r, buffer, offset, 4 * (uint64_t)r->run.tokens_per_step);
     if (!losses) return -1;
     *mean = pairwise_sum(losses, r->run.tokens_per_step) / (double)r->run.tokens_per_step;
     return 0;
@@ -248,10 +248,10 @@ static void progress(run_state* r, const step_entry* e) {
     fflush(stderr);
 }
 
-static int op_record_stat(run_state* r, uint32_t kind, uint32_t buffer) {
+static int op_record_stat(run_state* r, uint32_t kind, uint32_t buffer, uint64_t offset) {
     if (kind != STAT_STEP) {
         double loss;
-        if (mean_loss(r, buffer, &loss) != 0) return 1;
+        if (mean_loss(r, buffer, offset, &loss) != 0) return 1;
         if (kind == STAT_PREDICT) result_add_predict(&r->record, loss);
         else if (kind == STAT_VALIDATION) r->validation_sum += loss, r->validation_count++;
         else if (kind == STAT_INITIAL) r->record.has_initial = 1, r->record.initial_loss = loss;
@@ -263,8 +263,8 @@ static int op_record_stat(run_state* r, uint32_t kind, uint32_t buffer) {
     int32_t flag;
     double loss;
     uint64_t n = r->run.tokens_per_step;
-    const uint8_t* flag_word = run_host_buffer(r, buffer, 4 * n, 4);  // the losses, then the flag after them
-    if (!flag_word || mean_loss(r, buffer, &loss) != 0) return 1;
+    const uint8_t* flag_word = run_host_buffer(r, buffer, offset + 4 * n, 4);  // the losses, then the flag after them
+    if (!flag_word || mean_loss(r, buffer, offset, &loss) != 0) return 1;
     memcpy(&flag, flag_word, 4);
     double finished = run_clock(), took = finished - r->last_step;
     r->last_step = finished;
@@ -323,12 +323,12 @@ static int step(void* context, const program_step* s) {
         float size = step_size(r->run.lr, r->run.beta1, r->run.beta2, ++r->t);
         r->pending[r->pending_count].t = r->t, r->pending[r->pending_count].epoch = r->train.epoch;
         memcpy(&r->pending[r->pending_count++].step_word, &size, 4);
-        return device_patch_step_size(&r->device, size, &r->f) != 0;
+        return device_patch_step_size(&r->device, size, s->value, &r->f) != 0;
     }
     case STEP_CHECKPOINT_BEGIN: return op_checkpoint_begin(r);
     case STEP_WRITE: return op_write(r, s);
     case STEP_CHECKPOINT_PUBLISH: return op_checkpoint_publish(r);
-    case STEP_RECORD_STAT: return op_record_stat(r, s->value, s->buffer);
+    case STEP_RECORD_STAT: return op_record_stat(r, s->value, s->buffer, s->offset);
     case STEP_WRITE_STATUS: snprintf(r->record.status, sizeof r->record.status, "completed"); return 0;
     case STEP_SAMPLE_CONTEXT:
         if (!(into = run_host_buffer(r, s->buffer, 0, 4 * s->count))) return 1;

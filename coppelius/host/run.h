@@ -40,7 +40,7 @@ _Static_assert(sizeof(run_record) == 88, "COPRUN record");
 enum { BUFFER_STAGING, BUFFER_CONTEXT, BUFFER_CONTEXT_1, BUFFER_STEP_LOSSES, BUFFER_STEP_LOSSES_1,
        BUFFER_REPORT_LOSSES, BUFFER_REPORT_PREDICTIONS, BUFFER_SAMPLE_LOGITS, BUFFERS };
 // Updates submitted and not yet recorded (record-stat reads a step's loss a step late): at most this many.
-enum { PENDING_UPDATES = 2 };
+enum { PENDING_UPDATES = 2 * MAX_STEPS_PER_LAUNCH };  // two update pieces' steps
 enum { FILE_CHECKPOINT, FILE_PREDICTIONS };
 enum { STAT_INITIAL, STAT_STEP, STAT_FINAL, STAT_PREDICT, STAT_VALIDATION };
 

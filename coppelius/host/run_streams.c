@@ -49,7 +49,7 @@ int run_cursor_step(run_state* r, const program_step* s) {
     stream_position* at = r->at;
     switch (s->op) {
     case STEP_READ_AT_CURSOR: {
-        uint8_t* into = run_host_buffer(r, s->buffer, 0, 4 * s->count);
+        uint8_t* into = run_host_buffer(r, s->buffer, s->offset, 4 * s->count);
         if (!into) return 1;
         if (at->cursor + s->count > (uint64_t)at->tokens.count)  // admission proves a wrap comes first; a guard
             return fail(&r->f, "%s: token count is %lld; tokens %llu..%llu are needed; use a longer stream",

@@ -85,18 +85,28 @@ def planes_for(model, batch: int, staging_bytes: int, width: int = 0) -> list[Pl
     ]
 
 
-def host_buffers(batch: int, context: int, vocab_padded: int, staging_bytes: int) -> tuple[dict, int]:
+def host_buffers(batch: int, context: int, vocab_padded: int, staging_bytes: int,
+                 steps_per_launch: int = 1) -> tuple[dict, int]:
     """The host's pinned memory: one block, buffers at 256-byte aligned offsets."""
-    n = batch * context
-    # two of each update buffer: the host fills one context and reads one step's losses while the other update runs
-    sizes = [("staging", staging_bytes), ("context", 4 * (n + 1)), ("context_1", 4 * (n + 1)),
-             ("step_losses", 4 * n + 4), ("step_losses_1", 4 * n + 4), ("report_losses", 4 * n),
+    n, k = batch * context, steps_per_launch
+    # two of each update buffer: the host fills one's contexts and reads one's losses while the other update runs;
+    # each holds a context and a losses record for every step of its piece (update_slots)
+    sizes = [("staging", staging_bytes), ("context", 4 * (n + 1) * k), ("context_1", 4 * (n + 1) * k),
+             ("step_losses", (4 * n + 4) * k), ("step_losses_1", (4 * n + 4) * k), ("report_losses", 4 * n),
              ("report_predictions", 4 * n), ("sample_logits", 2 * context * vocab_padded)]
     buffers, cursor = {}, 0
     for name, size in sizes:
         buffers[name] = {"offset": cursor, "bytes": size}
         cursor = align(cursor + size, 256)
     return buffers, cursor
+
+
+def update_slots(tokens_per_step: int, steps_per_launch: int) -> list[tuple[int, int]]:
+    """(context offset, losses offset) in an update piece's host buffers of each of its steps, in step order. The
+    last step's context is at 0, where the forward piece takes its context, so that the final forward, a reissue
+    of it after the last update, scores the last training context (plan/program.py)."""
+    n, k = tokens_per_step, steps_per_launch
+    return [(4 * (n + 1) * (k - 1 - slot), (4 * n + 4) * slot) for slot in range(k)]
 
 
 def chunks(payload_bytes: int, staging_bytes: int) -> list[tuple[int, int]]:
@@ -125,7 +135,8 @@ def build_plan(config: Config) -> dict:
     laid, arena_bytes = lay_out(planes_for(model, run.batch, run.staging_bytes, stats), alignment)
     planes = {p.name: p for p in laid}
     tensors = parameter_tensors(model)
-    buffers, host_bytes = host_buffers(run.batch, model.context, model.vocab_padded, run.staging_bytes)
+    buffers, host_bytes = host_buffers(run.batch, model.context, model.vocab_padded, run.staging_bytes,
+                                       run.steps_per_launch)
     step = Step(model, planes, tensors, run.batch, learner, stats)
     n = run.batch * model.context
     part_bytes = 4 * model.parameter_count
@@ -143,26 +154,29 @@ def build_plan(config: Config) -> dict:
             scatter.d2d({"plane": "staging", "offset": staging_offset}, {"plane": part, "offset": part_offset}, span)
         pieces += [stage, scatter]
 
-    def take_context(piece: Piece, tokens: int = n + 1, buffer: str = "context"):
-        piece.h2d(buffer, 0, step.at("context"), 4 * tokens)
+    def take_context(piece: Piece, tokens: int = n + 1, buffer: str = "context", offset: int = 0):
+        piece.h2d(buffer, offset, step.at("context"), 4 * tokens)
 
     forward = Piece("forward", arch, sm_count)
     take_context(forward)
     step.forward(forward, with_predictions=True)
     pieces.append(forward)
 
-    # two update pieces, the same but for their host buffers, so that the host submits one step while the card
-    # runs the other and reads a step's loss a step late (plan/program.py)
+    # two update pieces, the same but for their host buffers, so that the host submits one while the card runs the
+    # other and reads a step's loss a launch late (plan/program.py); each holds steps_per_launch whole steps, one
+    # after the other (the graph's byte hazards order them), each from its own context and to its own losses record
     first_step = f32_word(step_size_exact(learner.lr, learner.beta1, learner.beta2, 1))
     for name, context, losses in UPDATE_PIECES:
         update = Piece(name, arch, sm_count)
-        take_context(update, buffer=context)
-        update.memset(step.at("flag"), 4)
-        step.forward(update, with_predictions=False)
-        step.backward(update)
-        step.update(update, first_step)
-        update.d2h(step.at("losses"), losses, 0, 4 * n)  # the losses, then the non-finite flag after them
-        update.d2h(step.at("flag"), losses, 4 * n, 4)
+        for context_offset, losses_offset in update_slots(n, run.steps_per_launch):
+            take_context(update, buffer=context, offset=context_offset)
+            update.memset(step.at("flag"), 4)
+            step.forward(update, with_predictions=False)
+            step.backward(update)
+            step.update(update, first_step)
+            # the losses, then the non-finite flag after them
+            update.d2h(step.at("losses"), losses, losses_offset, 4 * n)
+            update.d2h(step.at("flag"), losses, losses_offset + 4 * n, 4)
         pieces.append(update)
 
     for k, (offset, nbytes) in enumerate(payload_chunks):
@@ -196,7 +210,8 @@ def build_plan(config: Config) -> dict:
     pieces.append(cast)
 
     ring = {p.name: i for i, p in enumerate(pieces)}
-    program, labels = host_program(ring, payload_chunks, run, n, model.context, model.vocab_padded)
+    program, labels = host_program(ring, payload_chunks, run, n, model.context, model.vocab_padded,
+                                   update_slots(n, run.steps_per_launch))
     learner_dict = canonical.json.loads(canonical.encode(learner.as_dict()))
     return {
         "format": FORMAT, "version": VERSION,

@@ -196,8 +196,8 @@ class CpuDevice(Device):
         self.planes, self.buffers = plane_offsets, buffer_offsets
         self.layouts = {name: param_layout(name)[0] for name in KERNELS}
 
-    def patch_step_size(self, word: np.float32) -> None:
-        for w in self.step_words:
+    def patch_step_size(self, word: np.float32, slot: int) -> None:
+        for w in self.step_words[self.step_words["slot"] == slot]:
             at = int(w["step_size_offset"])
             self.blob[at:at + 4] = np.float32(word).tobytes()
 

@@ -2,7 +2,7 @@
 
 The interpreter owns the schedule; a device only holds the arena and the host buffer block,
 loads the program (image + launch table with relocations applied), issues ring entries,
-patches the AdamW step-size word, and synchronizes.
+patches the AdamW step-size word of a step slot, and synchronizes.
 """
 from typing import Protocol
 
@@ -26,8 +26,8 @@ class Device(Protocol):
     def issue(self, ring_index: int) -> None:
         """Issue ring entry `ring_index`'s commands, in order."""
 
-    def patch_step_size(self, word: np.float32) -> None:
-        """Write the step-size word at every place the step-word table names."""
+    def patch_step_size(self, word: np.float32, slot: int) -> None:
+        """Write the step-size word at every place the step-word table names for step slot `slot`."""
 
     def synchronize(self) -> None:
         """Wait until every issued submission has finished (host buffers are then safe to touch)."""

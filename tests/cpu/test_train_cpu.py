@@ -51,7 +51,7 @@ def loaded_device(cfg, directory: Path) -> tuple[dict, CpuDevice, dict, dict]:
     """A cpu chain's plan on the numpy device, its init checkpoint loaded: (plan, device, ring, parameters)."""
     plan = json.loads(Path(build_chain(cfg, directory)["plan"]).read_text())
     realization = realize(plan, cfg.target)
-    realized = realized_tables(realization["launches"])
+    realized = realized_tables(realization)
     device = CpuDevice()
     device.allocate(plan["arena"]["bytes"], plan["host"]["bytes"])
     device.load_program(realization["image"], realization["launches"], realization["relocations"],

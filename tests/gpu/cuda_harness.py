@@ -156,7 +156,7 @@ class CudaDevice(Device):
         self.commands, _ = tables.unpack("commands", commands)
         self.ring, _ = tables.unpack("ring", ring)
         self.step_words, _ = tables.unpack("step_words", step_words)
-        self.patched = None  # the step-size word the graphs hold since the last patch
+        self.patched = {}  # slot -> the step-size word the graphs hold since the last patch
         self.planes, self.buffers = plane_offsets, buffer_offsets
         self.blob = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
         for r in relocs:  # the one patch a parameter block gets at load: the arena base
@@ -306,12 +306,12 @@ class CudaDevice(Device):
             check(driver.cuGraphLaunch(graph_exec, self.stream), f"cuGraphLaunch (ring entry {ring_index})")
         self.last = ring_index
 
-    def patch_step_size(self, word: np.float32) -> None:
+    def patch_step_size(self, word: np.float32, slot: int) -> None:
         word = np.float32(word)
-        if word == self.patched:  # once bias correction has converged the word stops changing
+        if self.patched.get(slot) == word:  # once bias correction has converged the word stops changing
             return
-        self.patched = word
-        for w in self.step_words:
+        self.patched[slot] = word
+        for w in self.step_words[self.step_words["slot"] == slot]:
             struct.pack_into("<f", self.blob, int(w["step_size_offset"]), float(np.float32(word)))
         for (graph_exec, node, params), launch in self.step_nodes:
             check(driver.cuGraphExecKernelNodeSetParams(graph_exec, node, params), "cuGraphExecKernelNodeSetParams",

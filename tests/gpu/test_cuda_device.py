@@ -107,7 +107,7 @@ class Tables:
             fields = {name: offset for name, _, offset in layout}
             step, eps = start + fields["step_size"], start + fields["eps"]
             self.words.append((index, step, eps, struct.unpack_from("<I", self.blob, step)[0],
-                               struct.unpack_from("<I", self.blob, eps)[0]))
+                               struct.unpack_from("<I", self.blob, eps)[0], 0))
         self.command("launch", a=index)
         return index
 
@@ -205,13 +205,13 @@ def test_patched_step_word_takes_effect_on_the_next_issue(device, cubin):
     assert (host(device, 3, np.float16, n) == expected.astype(np.float16)).all()
     # patches between issues, no synchronization: each launch keeps the word it was issued with
     for word in (0.25, 0.125, 2.0 ** -10):
-        device.patch_step_size(np.float32(word))
+        device.patch_step_size(np.float32(word), 0)
         device.issue(update)
         expected = expected + np.float32(word)
     device.synchronize()
     assert (host(device, 1, np.float32, n) == expected).all()
     device.issue(flag)  # a skipped step changes nothing
-    device.patch_step_size(np.float32(7.0))
+    device.patch_step_size(np.float32(7.0), 0)
     device.issue(update)
     device.synchronize()
     assert (host(device, 1, np.float32, n) == expected).all()
@@ -322,7 +322,7 @@ def test_training_steps_match_the_cpu_device_and_repeat_bitwise(tmp_path, gpu_ta
         if "not realized yet" in str(e):
             pytest.skip(f"realize: {e}")
         raise
-    sections = {**realization, **realized_tables(realization["launches"])}
+    sections = {**realization, **realized_tables(realization)}
     program = SimpleNamespace(path=tmp_path / "host.elf", plan=plan, sections=sections, sha256="0" * 64,
                               tables=RunTables(sections, "host.elf"),
                               machine="x86_64", certificate={"step_horizon": 1 << 53},

@@ -58,6 +58,27 @@ def test_native_gpu_resume_is_bit_identical_and_predicts(in_tmp, gpu_target):
     assert len(predicted["predict"]) == 2 and (in_tmp / "predict/predictions.bin").stat().st_size > 0
 
 
+def test_several_steps_a_launch_give_the_same_bytes(in_tmp, gpu_target):
+    """steps_per_launch 2 and 3: each update graph holds whole steps one after the other, each with its own context,
+    step word and losses record; the native and Python hosts give the run of one step a launch, byte for byte."""
+    runs = {}
+    for per_launch in (1, 2, 3):
+        paths = build_chain(config(in_tmp, target=gpu_target, steps=12, interval=6, batch=4, lr="1e-3",
+                                   steps_per_launch=per_launch), in_tmp / f"k{per_launch}")
+        native_run = trained(paths["elf"], paths["checkpoint"], paths["train"], in_tmp / f"native-{per_launch}",
+                             validation=paths["val"])
+        python_run = python_host(paths, paths["checkpoint"], in_tmp / f"python-{per_launch}")
+        runs[per_launch] = native_run
+        for record in (native_run, python_run):
+            assert [s["loss"] for s in record["steps"]] == [s["loss"] for s in runs[1]["steps"]], per_launch
+            assert [s["step_word"] for s in record["steps"]] == [s["step_word"] for s in runs[1]["steps"]]
+            assert record["final_loss"] == runs[1]["final_loss"] and record["validation"]["points"] == runs[1]["validation"]["points"]
+            assert [Path(c).read_bytes() for c in record["published"]] == \
+                [Path(c).read_bytes() for c in runs[1]["published"]], per_launch
+    print(f"steps 1..12 at 1, 2 and 3 steps a launch: the same losses and checkpoints; final loss "
+          f"{runs[1]['final_loss']:.4f}")
+
+
 def test_small_model_learns_with_the_native_host(in_tmp, gpu_target):
     paths = build_chain(config(in_tmp, target=gpu_target, model="small", steps=40, interval=20, batch=16, lr="1e-3"),
                         in_tmp / "small")

@@ -215,9 +215,9 @@ class Run:
         data = self.checkpoint_file.read(bytes)
         self.buffer(buffer, 0, bytes)[:] = np.frombuffer(data, np.uint8)
 
-    def op_read_at_cursor(self, buffer, tokens):
+    def op_read_at_cursor(self, buffer, tokens, offset):
         ids = self.stream[self.cursor:self.cursor + tokens].astype("<i4")
-        self.buffer(buffer, 0, 4 * tokens)[:] = ids.view(np.uint8)
+        self.buffer(buffer, offset, 4 * tokens)[:] = ids.view(np.uint8)
 
     def op_cursor_from_checkpoint(self):
         train = self.operation == "train"
@@ -242,14 +242,14 @@ class Run:
         validation["points"].append({"t": self.t, "loss": result.in_order_mean(self.validation_losses)})
         validation["seconds"] += time.time() - self.validation_started
 
-    def op_adamw_scalars(self):
+    def op_adamw_scalars(self, slot):
         if len(self.pending) == PENDING_UPDATES:  # admission proves it cannot happen (schedule-steps-fresh); a guard
             raise CoppeliusError(f"{self.program.path}: the host program steps the optimizer with {PENDING_UPDATES} "
                                  f"updates unrecorded; rebuild the host ELF with `snakemake`")
         self.t += 1
         step_size = step_size_host(self.lr, self.beta1, self.beta2, self.t)
         self.pending.append({"t": self.t, "epoch": self.epoch, "step_word": f32_word(step_size)})
-        self.device.patch_step_size(step_size)
+        self.device.patch_step_size(step_size, slot)
 
     def checkpoint_directory(self) -> Path:
         """This run's checkpoints: a folder named by the run's identity (host ELF, starting checkpoint,
@@ -342,15 +342,15 @@ class Run:
         for step in older[:max(0, len(older) - (self.plan["run"]["keep"] - 1))]:
             steps[step].unlink()
 
-    def op_record_stat(self, kind, buffer):
+    def op_record_stat(self, kind, buffer, offset):
         n = self.plan["run"]["tokens_per_step"]
         if kind == "step":  # the oldest update not yet recorded: its losses, then its non-finite flag
             if not self.pending:  # admission proves it cannot happen (schedule-steps-fresh); a guard
                 raise CoppeliusError(f"{self.program.path}: the host program records a step with no update "
                                      f"submitted; rebuild the host ELF with `snakemake`")
             update = self.pending.pop(0)
-            losses = self.buffer(buffer, 0, 4 * n).view("<f4")
-            skipped = bool(self.buffer(buffer, 4 * n, 4).view("<i4")[0])
+            losses = self.buffer(buffer, offset, 4 * n).view("<f4")
+            skipped = bool(self.buffer(buffer, offset + 4 * n, 4).view("<i4")[0])
             loss = float(np.mean(losses, dtype=np.float64))
             self.record["skipped"] += skipped
             self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
@@ -371,7 +371,7 @@ class Run:
                     f"gradients (loss_scale {self.plan['learner']['loss_scale']}); stopped, the last good "
                     f"checkpoint is {newest}: lower loss_scale and resume from it")
             return
-        loss = float(np.mean(self.buffer(buffer, 0, 4 * n).view("<f4"), dtype=np.float64))
+        loss = float(np.mean(self.buffer(buffer, offset, 4 * n).view("<f4"), dtype=np.float64))
         if kind == "predict":
             self.record["predict"].append({"context": len(self.record["predict"]), "loss": loss})
             self.record["mean_loss"] = result.in_order_mean([p["loss"] for p in self.record["predict"]])

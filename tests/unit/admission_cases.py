@@ -65,7 +65,7 @@ class Case:
             update = piece(self.plan, "update")["commands"]
             piece(self.plan, "update_1")["commands"] = [as_update_1(c) for c in copy.deepcopy(update)]
         self.realization, self.synthetic = realization_for(self.plan, self.profile)
-        self.realized = realized_tables(self.realization["launches"])
+        self.realized = realized_tables(self.realization)
         return self
 
     def certificate(self) -> dict:
@@ -84,6 +84,7 @@ def base(key: str) -> Case:
     """Good cases, built once per session and copied for each mutation."""
     if key not in BASES:
         BASES[key] = {"cpu": lambda: build("cpu"), "h200": lambda: build("h200"), "gb10": lambda: build("gb10"),
+                      "cpu-k2": lambda: build("cpu", steps_per_launch=2),
                       "rtx3090-big": lambda: build("rtx3090", "gpt2-124m", 64)}[key]()
     return BASES[key].copy()
 

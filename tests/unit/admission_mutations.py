@@ -76,6 +76,51 @@ def m_interval_ends_on_update_1(c):
     return c.reencode()
 
 
+def _submission(c) -> list[int]:
+    """The host steps of the first update submission of a two-step plan: its read-at-cursor and adamw-scalars steps
+    up to the submit."""
+    first = step(c.plan, "adamw-scalars", slot=0) - 1
+    end = step(c.plan, "submit", after=first)
+    return list(range(first, end))
+
+
+def m_slot_swapped(c):  # a step word says slot 0 for a launch of step 1
+    c.realized["step_words"] = edit_table(c.realized["step_words"], "step_words",
+                                          lambda r, b: setf(r, len(r) - 1, "slot", 0))
+    return c
+
+
+def m_scalars_out_of_order(c):  # the first submission's two adamw-scalars patch slot 1, then slot 0
+    scalars = [pc for pc in _submission(c) if c.plan["program"][pc][0] == "adamw-scalars"]
+    for pc, slot in zip(scalars, (1, 0)):
+        c.plan["program"][pc][1]["slot"] = slot
+    return c.reencode()
+
+
+def m_contexts_swapped(c):  # the first submission's two contexts land in each other's slot
+    reads = [pc for pc in _submission(c) if c.plan["program"][pc][0] == "read-at-cursor"]
+    a, b = (c.plan["program"][pc][1] for pc in reads)
+    a["offset"], b["offset"] = b["offset"], a["offset"]
+    return c.reencode()
+
+
+def m_one_scalars_for_two(c):  # the first submission steps t once for its two steps
+    edit_program(c.plan, [pc for pc in _submission(c) if c.plan["program"][pc][0] == "adamw-scalars"][-1], delete=1)
+    return c.reencode()
+
+
+def m_record_slot_offset(c):  # the second step of the first submission recorded from the first step's losses
+    first = step(c.plan, "record-stat", kind="step")
+    c.plan["program"][first + 1][1]["offset"] = c.plan["program"][first][1]["offset"]
+    return c.reencode()
+
+
+def m_adamw_missing_in_step_1(c):  # the second step of each update forgets the undecayed tensors
+    commands = piece(c.plan, "update")["commands"]
+    del commands[max(j for j, x in enumerate(commands) if x.get("kernel") == "adamw")]
+    return c.reencode()
+
+
 def m_drop_final_restore(c):
     edit_program(c.plan, step(c.plan, "reissue", ring=c.plan["ring"].index("restore")), delete=1)
     return c.reencode()  # realized from the mutation, so that only admission can catch it
@@ -564,6 +609,15 @@ MUTATIONS = [
      ["records update 1 (update_1)", "to host buffer step_losses_1", "it reads host buffer step_losses"]),
     ("interval-ends-on-update-1", "cpu", "schedule-steps-fresh", m_interval_ends_on_update_1,
      ["the final forward copies host buffer context, which holds context", "final_loss scores the last"]),
+    ("steps-scalars-out-of-order", "cpu-k2", "schedule-steps-fresh", m_scalars_out_of_order,
+     ["adamw-scalars of slot 1 after 0 since the last update", "in slot order"]),
+    ("steps-contexts-swapped", "cpu-k2", "schedule-steps-fresh", m_contexts_swapped,
+     ["train update 1", "its context was read before the cursor's last context"]),
+    ("steps-one-scalars-for-two", "cpu-k2", "schedule-steps-fresh", m_one_scalars_for_two,
+     ["adamw-scalars ran 1 times since the last update", "(2 an update)"]),
+    ("steps-record-slot-offset", "cpu-k2", "schedule-steps-fresh", m_record_slot_offset,
+     ["records update 2 (update), which copies its losses and flag to host buffer step_losses+516",
+      "it reads host buffer step_losses+0"]),
     ("record-dropped", "cpu", "schedule-steps-fresh", m_record_dropped,
      ["adamw-scalars with 2 updates not yet recorded", "at most 2"]),
     ("record-after-validation", "cpu", "schedule-steps-fresh", m_record_after_validation,
@@ -595,7 +649,12 @@ MUTATIONS = [
      ["(adamw): beta2 word 0x3f700000", "the learner's is 0x3f733333"]),
     ("adamw-missing", "cpu", "learner-coverage", m_adamw_missing, ["never update params elements", "(tensor ln1w)"]),
     ("nonfinite-misses-tensor", "cpu", "learner-coverage", m_nonfinite_misses_tensor,
-     ["update's 1 nonfinite_check launches never check grads elements", "(tensor lnfb)", "before AdamW applies"]),
+     ["update step 0's 1 nonfinite_check launches never check grads elements", "(tensor lnfb)",
+      "before AdamW applies"]),
+    ("steps-adamw-missing-in-step-1", "cpu-k2", "learner-coverage", m_adamw_missing_in_step_1,
+     ["update step 1's 1 AdamW launches never update params elements", "(tensor ln1w)"]),
+    ("step-word-slot", "cpu-k2", "learner-step-words", m_slot_swapped,
+     ["its step-word row has slot 0; the launch is in step 1 of its ring entry"]),
     ("nonfinite-after-adamw", "cpu", "learner-coverage", m_nonfinite_after_adamw,
      ["(nonfinite_check): checks gradients after launch", "(adamw) has applied them"]),
     ("adamw-doubled", "cpu", "learner-coverage", m_adamw_doubled,

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         uint64_t host_bytes;
         uint8_t* host = load(dir, "host.bin", &host_bytes);
         memcpy(d.host, host, host_bytes < d.host_bytes ? host_bytes : d.host_bytes);
-        if (strcmp(argv[5], "-") != 0) cpu_device_patch_step_size(&d, strtof(argv[5], NULL));
+        if (strcmp(argv[5], "-") != 0) cpu_device_patch_step_size(&d, strtof(argv[5], NULL), 0);
         for (int i = 6; i < argc; i++) {
             uint32_t ring = (uint32_t)atoi(argv[i]);
             if (ring >= t.ring.count) { fprintf(stderr, "driver: ring %u out of range\n", ring); return 2; }

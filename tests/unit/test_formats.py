@@ -77,7 +77,7 @@ def test_the_program_encodes_and_decodes_to_itself():
 
 
 def test_nested_repeats_are_counted_by_flatten():
-    inner = [["cursor-advance", {"tokens": 1}], ["adamw-scalars", {}]]
+    inner = [["cursor-advance", {"tokens": 1}], ["adamw-scalars", {"slot": 0}]]
     flat = host_program.flatten([host_program.repeat(3, [host_program.repeat(2, inner), ["end", {}]])])
     assert flat[0] == ["repeat", {"count": 3, "body": 4}] and flat[1] == ["repeat", {"count": 2, "body": 2}]
     walked = [op for _, op, _ in host_program.walk(flat, "train")]

@@ -81,7 +81,7 @@ def test_table_reader(kind, data):
 
 
 PROGRAM = [["fill", {"buffer": "context", "offset": 0, "bytes": 8, "value": 0}], ["submit", {"ring": 0}],
-           ["repeat", {"count": 2, "body": 1}], ["read-at-cursor", {"buffer": "context", "tokens": 2}],
+           ["repeat", {"count": 2, "body": 1}], ["read-at-cursor", {"buffer": "context", "tokens": 2, "offset": 0}],
            ["operation", {"predict": 5, "generate": 5}], ["end", {}]]
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 10) | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),

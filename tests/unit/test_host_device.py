@@ -24,7 +24,7 @@ OPS = {name: code for code, name in enumerate(
 MAGICS = {"launches": b"COPLNCH\0", "relocations": b"COPRELO\0", "commands": b"COPCMDS\0", "ring": b"COPRING\0",
           "step_words": b"COPSTEP\0", "planes": b"COPPLAN\0", "buffers": b"COPBUFS\0", "program": b"COPHPRG\0"}
 RECORDS = {"launches": "<I3I3IIIIIII", "relocations": "<IIQ", "commands": "<IIIIQQQII", "ring": "<III",
-           "step_words": "<IIIII", "planes": "<QQII", "buffers": "<QQ", "program": "<IIIIQQQII"}
+           "step_words": "<IIIIII", "planes": "<QQII", "buffers": "<QQ", "program": "<IIIIQQQII"}
 KERNEL_IDS = {"adamw": 0, "residual_forward": 17}
 
 
@@ -134,7 +134,7 @@ def _tables(tmp_path, overrides=None):
     tables = {"launches": _table("launches", launches, bytes(blob)), "relocations": _table("relocations", relocations),
               "commands": _table("commands", commands), "ring": _table("ring", [(0, 0, 4), (1, 4, 3), (2, 7, 1), (3, 8,
                       2)]),
-              "step_words": _table("step_words", [(1, step_size_at, step_size_at + 4, 0, 0)]),
+              "step_words": _table("step_words", [(1, step_size_at, step_size_at + 4, 0, 0, 0)]),
               "planes": _table("planes", PLANES), "buffers": _table("buffers", BUFFERS)}
     tables.update(overrides or {})
     for name, data in tables.items():
@@ -189,7 +189,7 @@ def test_the_step_word_is_patched_before_adamw(driver, tmp_path):
     ("commands", [(0, 0, 0, 0, 0, 0, 0, 0, 2)], "command 0 (op 0) has flags 0x2"),
     ("ring", [(0, 0, 99)], "ring entry 0"),
     ("planes", PLANES[:-1] + [(2048, 4096, 3, 1)], "plane 8"),
-    ("step_words", [(1, 10 ** 6, 0, 0, 0)], "step word 0"),
+    ("step_words", [(1, 10 ** 6, 0, 0, 0, 0)], "step word 0"),
 ])
 def test_entries_outside_the_arena_or_tables_are_refused_at_load(driver, tmp_path, table, rows, named):
     _tables(tmp_path, {table: _table(table, rows)})

@@ -12,8 +12,9 @@ the end with status "completed" (or "stopped: ..." when the run stops itself).
  "predict_from": {"from": "start" | "checkpoint", "cursor"}, "predict": [{"context", "loss"}], "mean_loss"  (predict)
  "skipped", "published": [paths], "status", "timestamps", "tokens_per_second", "tokens_per_second_counts"}
 
-A step's `time` is seconds since the run started, its `tokens_per_second` the step's tokens over the
-time since the step before (the first: since the start); `step_word` is the binary32 AdamW step size
+A step's `time` is seconds since the run started, its `tokens_per_second` its submission's tokens over the
+time since the submission before (the first: since the start; a submission holds steps_per_launch steps, which
+share it); `step_word` is the binary32 AdamW step size
 the step's words held. A validation point's loss (and `mean_loss`) is the mean, summed in order, of
 its contexts' mean losses.
 """

@@ -9,7 +9,7 @@
 
 #include "failure.h"
 
-// A step: its t, mean loss, seconds since the run started, tokens/s since the step before, the epoch
+// A step: its t, mean loss, seconds since the run started, its submission's tokens/s (since the one before), the epoch
 // of its context, the AdamW step-size word it used, and whether it was skipped.
 typedef struct { uint64_t t, epoch; double loss, time, tokens_per_second; uint32_t step_word; int skipped; } step_entry;
 typedef struct { uint64_t t; double loss; } validation_point;

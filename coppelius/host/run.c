@@ -266,11 +266,17 @@ static int op_record_stat(run_state* r, uint32_t kind, uint32_t buffer, uint64_t
     const uint8_t* flag_word = run_host_buffer(r, buffer, offset + 4 * n, 4);  // the losses, then the flag after them
     if (!flag_word || mean_loss(r, buffer, offset, &loss) != 0) return 1;
     memcpy(&flag, flag_word, 4);
-    double finished = run_clock(), took = finished - r->last_step;
-    r->last_step = finished;
+    double finished = run_clock();
+    if (r->pending[0].submission != r->recorded_submission) {  // its submission's first step: their time since
+        uint32_t steps = 0;                                       // the submission before
+        while (steps < r->pending_count && r->pending[steps].submission == r->pending[0].submission) steps++;
+        double took = finished - r->last_step;
+        r->last_step = finished, r->recorded_submission = r->pending[0].submission;
+        r->submission_rate = took > 0 ? (double)n * steps / took : 0.0;
+    }
     step_entry e = {.t = r->pending[0].t, .epoch = r->pending[0].epoch, .loss = loss,
                     .time = finished - r->started, .step_word = r->pending[0].step_word, .skipped = flag != 0,
-                    .tokens_per_second = took > 0 ? (double)n / took : 0.0};
+                    .tokens_per_second = r->submission_rate};
     memmove(r->pending, r->pending + 1, --r->pending_count * sizeof r->pending[0]);
     r->record.skipped += e.skipped;
     r->consecutive_skips = e.skipped ? r->consecutive_skips + 1 : 0;
@@ -305,6 +311,7 @@ static int step(void* context, const program_step* s) {
             return fail(&r->f, "%s: the host program reissues ring entry %u before issuing it; " REBUILD_ELF, r->elf,
                         s->ring), 1;
         r->issued[s->ring] = 1;
+        r->submits += s->op == STEP_SUBMIT;
         return device_issue(&r->device, s->ring, &r->f) != 0;
     case STEP_READ:
         if (!(into = run_host_buffer(r, s->buffer, 0, s->bytes))) return 1;
@@ -322,6 +329,7 @@ static int step(void* context, const program_step* s) {
                         r->elf, PENDING_UPDATES), 1;
         float size = step_size(r->run.lr, r->run.beta1, r->run.beta2, ++r->t);
         r->pending[r->pending_count].t = r->t, r->pending[r->pending_count].epoch = r->train.epoch;
+        r->pending[r->pending_count].submission = r->submits + 1;
         memcpy(&r->pending[r->pending_count++].step_word, &size, 4);
         return device_patch_step_size(&r->device, size, s->value, &r->f) != 0;
     }

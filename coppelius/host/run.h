@@ -78,8 +78,12 @@ typedef struct {
     int device_open;
     uint64_t t, consecutive_skips;
     // the updates submitted and not yet recorded, oldest first: step count, epoch and AdamW step-size word
-    struct { uint64_t t, epoch; uint32_t step_word; } pending[PENDING_UPDATES];
+    // submission: the update submission that runs it (submits before it, plus 1): a submission's steps are
+    // recorded together, and share its tokens per second
+    struct { uint64_t t, epoch, submission; uint32_t step_word; } pending[PENDING_UPDATES];
     uint32_t pending_count;
+    uint64_t submits, recorded_submission;  // submit steps so far; the submission of the last step recorded
+    double submission_rate;                  // its steps' tokens per second
     uint8_t* issued;                      // ring entries issued so far
     FILE* checkpoint_file;
     publication predictions, open_checkpoint;

@@ -38,6 +38,9 @@ def test_several_steps_a_launch_are_the_same_run(chains, tmp_path, host, per_lau
     several = host(chains[per_launch], chains[per_launch]["checkpoint"], tmp_path / per_launch)
     same_run(several, one)
     assert (tmp_path / per_launch / "predictions.bin").read_bytes() == (tmp_path / "k1" / "predictions.bin").read_bytes()
+    # a submission's steps are recorded together: they share its rate, its tokens over the time since the one before
+    k, rates = int(per_launch[1:]), [s["tokens_per_second"] for s in several["steps"]]
+    assert min(rates) > 0 and all(len(set(rates[i:i + k])) == 1 for i in range(0, len(rates), k)), rates
     print(f"{host.__module__}: {len(one['steps'])} steps at 1 and {per_launch[1:]} a launch: the same bytes; final "
           f"loss {one['final_loss']:.5f}")
 

@@ -96,6 +96,7 @@ class Run:
         self.lr, self.beta1, self.beta2 = (float(self.tables.run[k]) for k in ("lr", "beta1", "beta2"))
         self.cursor, self.epoch, self.t, self.consecutive_skips = 0, 0, 0, 0
         self.pending = []  # the updates submitted and not yet recorded (record-stat reads a loss a step late)
+        self.submits, self.recorded_submission, self.submission_rate = 0, 0, 0.0
         self.train_position = None  # (stream, cursor, epoch) of the train stream during a validation pass
         self.issued = set()
         self.open_checkpoint = None
@@ -201,6 +202,7 @@ class Run:
         self.buffer(buffer, offset, bytes)[:] = value
 
     def op_submit(self, ring):
+        self.submits += 1
         self.device.issue(ring)
         self.issued.add(ring)
 
@@ -248,7 +250,8 @@ class Run:
                                  f"updates unrecorded; rebuild the host ELF with `snakemake`")
         self.t += 1
         step_size = step_size_host(self.lr, self.beta1, self.beta2, self.t)
-        self.pending.append({"t": self.t, "epoch": self.epoch, "step_word": f32_word(step_size)})
+        self.pending.append({"t": self.t, "epoch": self.epoch, "step_word": f32_word(step_size),
+                             "submission": self.submits + 1})
         self.device.patch_step_size(step_size, slot)
 
     def checkpoint_directory(self) -> Path:
@@ -355,9 +358,12 @@ class Run:
             self.record["skipped"] += skipped
             self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
             now = time.time()
-            took, self.last_step = now - self.last_step, now
+            if update["submission"] != self.recorded_submission:  # a submission's steps share its time and rate
+                steps = 1 + sum(p["submission"] == update["submission"] for p in self.pending)
+                took, self.last_step, self.recorded_submission = now - self.last_step, now, update["submission"]
+                self.submission_rate = n * steps / took if took > 0 else 0.0
             entry = {"t": update["t"], "loss": loss, "skipped": skipped, "time": now - self.started,
-                     "epoch": update["epoch"], "tokens_per_second": n / took if took > 0 else 0.0,
+                     "epoch": update["epoch"], "tokens_per_second": self.submission_rate,
                      "step_word": update["step_word"]}
             self.record["steps"].append(entry)
             self.progress(entry | {"steps": self.plan["run"]["steps"], "tokens": n})

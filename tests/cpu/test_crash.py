@@ -3,7 +3,8 @@ the native host ELF (the cpu target's program) and the Python interpreter (which
 targets). After each kill the newest published checkpoint verifies, the result record says
 "interrupted" with what the run did until its last publication, and resuming from the checkpoint to
 the end with the same host gives a final checkpoint byte-identical to that host's uninterrupted run,
-with the same per-step losses."""
+with the same per-step losses. A run of three steps a launch (a whole interval a submission), killed inside a
+submission, resumes to the bytes of the one-step-a-launch run."""
 import contextlib
 import os
 import subprocess
@@ -74,10 +75,10 @@ def check_interrupted_record(out: Path, reference: dict, done: int) -> None:
     assert [p["t"] for p in record["validation"]["points"]] == list(range(INTERVAL, steps[-1] + 1, INTERVAL))
 
 
-def remainder_elf(root: Path, steps: int) -> dict:
+def remainder_elf(root: Path, steps: int, per_launch: int = 1) -> dict:
     with contextlib.chdir(root):  # the store (results/store) is relative to the working folder
-        return build_chain(config(root, steps=steps, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144),
-                           root / f"rest-{steps}")
+        return build_chain(config(root, steps=steps, interval=INTERVAL, batch=2, keep=2, staging_bytes=262144,
+                                  steps_per_launch=per_launch), root / f"rest-{steps}-k{per_launch}")
 
 
 @pytest.mark.parametrize("host", RUN)
@@ -105,3 +106,30 @@ def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, host, tmp_path):
     resumed = RUN[host](rest, newest, tmp_path / "resumed")
     assert [s["loss"] for s in resumed["steps"]] == [s["loss"] for s in reference["steps"][done:]]
     assert Path(resumed["published"][-1]).read_bytes() == final
+
+
+# three steps a launch (a whole interval a submission): killed between a submission's step counts, inside its graph,
+# between its steps' records, publishing; the run resumes to the bytes of the one-step-a-launch run
+KILL_POINTS_THREE_A_LAUNCH = ["adamw-scalars:2", "adamw-scalars:8", "launch:200", "record-stat:4", "checkpoint-begin:2",
+                              "publish-renamed:3", "reissue:1"]
+
+
+@pytest.mark.parametrize("kill_at", KILL_POINTS_THREE_A_LAUNCH)
+def test_killed_run_of_three_steps_a_launch_resumes_to_the_same_bytes(builds, kill_at, tmp_path):
+    root, _, references = builds
+    reference = references["native"]
+    full = remainder_elf(root, STEPS, per_launch=3)
+    out = tmp_path / "run"
+    killed = killed_run("native", full, out, kill_at)
+    assert killed.returncode == -9, f"{kill_at} was never reached: {killed.stderr[-2000:]}"
+    directory = next((out / "checkpoints").glob("*"), None) if (out / "checkpoints").exists() else None
+    newest = full["checkpoint"]
+    if directory is not None and (directory / "latest").exists():
+        newest = str(directory / (directory / "latest").read_text().strip())
+    done = checkpoint.read(newest)[0]["step"]  # verifies the payload digest
+    print(f"three a launch, killed at {kill_at}: newest published is step {done}")
+    check_interrupted_record(out, reference, done)
+    rest = remainder_elf(root, STEPS - done, per_launch=3)
+    resumed = run_native(rest, newest, tmp_path / "resumed")
+    assert [s["loss"] for s in resumed["steps"]] == [s["loss"] for s in reference["steps"][done:]]
+    assert Path(resumed["published"][-1]).read_bytes() == Path(reference["published"][-1]).read_bytes()

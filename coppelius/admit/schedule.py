@@ -182,9 +182,11 @@ def check_steps_fresh(plan, realization, realized, profile):
         pending = []  # steps submitted and not yet recorded, oldest first: (number, piece, slot, submission)
         writer: dict[str, int | None] = {}  # buffer -> the submission that last wrote it (None: the host)
 
-        def forget(buffer):
-            for key in [key for key in held if key[0] == buffer]:
-                held[key] = None
+        def forget(buffer, start=0, end=float("inf")):  # the contexts held in bytes [start, end) of a buffer
+            for (name, offset), got in held.items():
+                if name == buffer and got and offset < end and start < offset + 4 * got[1]:
+                    held[(name, offset)] = None
+
         for serial, (pc, op, args) in enumerate(trace(plan, operation)):
             at = f"{operation} host step {pc}"
             if op in ("fill", "read", "read-at-cursor"):
@@ -209,6 +211,7 @@ def check_steps_fresh(plan, realization, realized, profile):
                                   f"since it moved (it wraps for {cursor.room}); a context could straddle the "
                                   f"stream's end")
                 taken += 1
+                forget(args["buffer"], args["offset"], args["offset"] + 4 * args["tokens"])
                 held[(args["buffer"], args["offset"])] = (taken, args["tokens"], cursor.moves)
                 cursor.moves = []
             elif op in ("fill", "read"):

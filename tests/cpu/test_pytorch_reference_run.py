@@ -5,7 +5,8 @@ so the losses agree to fp16's precision, not to the bit: each step's difference 
 5e-4 of PyTorch's loss, relative (measured 2026-12-05: at most 5.2e-5; the first step 1.5e-7). The whole training
 program is held: the token cursor's batches, the forward, the backward, the unscaling, AdamW's step size and decay
 at each step. The run's initial and final loss, its last validation point and a predict run's mean loss are held
-against the float32 reference forward (coppelius/kernels/gpt2.py) on the contexts each is defined to score."""
+against the float32 reference forward (coppelius/kernels/gpt2.py) on the contexts each is defined to score, and the
+first forward's predictions against its argmax."""
 import subprocess
 from pathlib import Path
 
@@ -69,14 +70,21 @@ def follow_pytorch(tmp_path: Path, target: str) -> None:
     _, parts = checkpoint.read(tmp_path / "out" / "final.ckpt")
     stream, n = run["run_stream"].astype(np.int64), RUN["batch"] * RUN["context"]
 
-    def reference(flat: np.ndarray, step: int) -> float:
+    def reference(flat: np.ndarray, step: int, cache: bool = False):
         sizes = [int(np.prod(shape)) for shape in shapes.values()]
         parts_of = np.split(flat, np.cumsum(sizes)[:-1])
         weights = {name: part.reshape(shapes[name]) for name, part in zip(shapes, parts_of)}
         ids, context = stream[step * n:step * n + n + 1], (RUN["batch"], RUN["context"])
-        return forward(weights, ids[:-1].reshape(context), ids[1:].reshape(context), RUN["vocab"], RUN["heads"])[0]
+        scored = forward(weights, ids[:-1].reshape(context), ids[1:].reshape(context), RUN["vocab"], RUN["heads"])
+        return scored if cache else scored[0]
 
     validation = np.mean([reference(parts["params"], k) for k in range(cfg.run.eval_contexts)])
+    # predictions.bin: the first forward's argmax (fp16 logits against float32 ones: a near tie may go either way)
+    _, cache = reference(np.concatenate(params), 0, cache=True)
+    want = np.argmax(cache["logits"][:, :RUN["vocab"]], axis=1)
+    got = np.fromfile(tmp_path / "out" / "predictions.bin", "<i4")
+    print(f"{target} predictions: {np.mean(got == want):.4f} of {len(want)} agree with the reference's argmax")
+    assert len(got) == len(want) and np.mean(got == want) >= 0.98
     for name, got, expected in (("initial", record["initial_loss"], reference(np.concatenate(params), 0)),
                                 ("final", record["final_loss"], reference(parts["params"], RUN["steps"] - 1)),
                                 ("validation", record["validation"]["points"][-1]["loss"], validation),

@@ -178,7 +178,7 @@ def _tensor_at(plan: dict, element: int) -> str:
 
 
 def _checked_before_applied(plan: dict, planes: dict, r: Realized, span, name: str) -> int:
-    """The entry's nonfinite_check launches: each sets flag+0 over a run of grads, all of them before its first
+    """The step's nonfinite_check launches: each sets flag+0 over a run of grads, all of them before its first
     AdamW launch, which (like every AdamW launch) skips on flag+0; together each gradient element once."""
     checked, launches, applied = (), 0, None
     size = DTYPE_BYTES[planes["grads"]["dtype"]]

@@ -174,7 +174,7 @@ def check_steps_fresh(plan, realization, realized, profile):
         # the train stream's cursor is unknown until set from the checkpoint; a validation pass starts
         # at 0, where the run has checked that one context fits
         cursor, saved, validating, passes = None, None, None, 0
-        t, slots, done, scored = 0, [], 0, 0  # slots: adamw-scalars' since the last update; scored: contexts scored
+        t, scalars, done, scored = 0, 0, 0, 0  # scalars: adamw-scalars since the last update; scored: contexts scored
         # (host buffer, offset) -> (context number, tokens, the cursor's moves before it was read) read there
         held: dict[tuple[str, int], tuple[int, int, list] | None] = {}
         taken = 0  # contexts read at the cursor so far, on any stream
@@ -232,14 +232,14 @@ def check_steps_fresh(plan, realization, realized, profile):
                 if operation == "predict" or validating is not None:
                     raise Refusal(f"{at}: adamw-scalars in {operation if validating is None else 'validation'}; "
                                   f"scoring never steps the optimizer")
-                if len(pending) + len(slots) >= 2 * per_launch:
-                    raise Refusal(f"{at}: adamw-scalars with {len(pending) + len(slots)} updates not yet recorded; "
+                if len(pending) + scalars >= 2 * per_launch:
+                    raise Refusal(f"{at}: adamw-scalars with {len(pending) + scalars} updates not yet recorded; "
                                   f"the host holds at most {2 * per_launch} (one submission's {per_launch} steps "
                                   f"beside the one it records)")
-                if args["slot"] != len(slots):
-                    raise Refusal(f"{at}: adamw-scalars of slot {args['slot']} after {len(slots)} since the last "
+                if args["slot"] != scalars:
+                    raise Refusal(f"{at}: adamw-scalars of slot {args['slot']} after {scalars} since the last "
                                   f"update; a submission's steps take t in slot order, from 0")
-                slots.append(args["slot"])
+                scalars += 1
                 t += 1
             elif op in ("checkpoint-begin", "checkpoint-publish") and validating is not None:
                 raise Refusal(f"{at}: {op} inside the validation pass begun at host step {validating}")
@@ -281,8 +281,8 @@ def check_steps_fresh(plan, realization, realized, profile):
                 what = "forward" if scoring else "update"
                 if (name == "forward" if scoring else name in UPDATES) and (scoring or op == "submit"):
                     first = (scored if scoring else done) + 1
-                    if not scoring and len(slots) != len(source[name]):
-                        raise Refusal(f"{operation} update {first} ({at}): adamw-scalars ran {len(slots)} times since "
+                    if not scoring and scalars != len(source[name]):
+                        raise Refusal(f"{operation} update {first} ({at}): adamw-scalars ran {scalars} times since "
                                       f"the last update; the step count t must advance exactly once per step "
                                       f"({len(source[name])} an update)")
                     for slot, take in enumerate(source[name]):
@@ -311,14 +311,15 @@ def check_steps_fresh(plan, realization, realized, profile):
                         scored = last
                     else:
                         pending += [(first + slot, name, slot, serial) for slot in range(len(source[name]))]
-                        done, slots, last_update = last, [], taken
+                        done, scalars, last_update = last, 0, taken
                 elif name == "forward" and operation == "train" and held.get(source[name][0]) is None:
                     raise Refusal(f"{at}: forward issued with no context read at the cursor in "
                                   f"{source[name][0][0]}+{source[name][0][1]}")
-                elif name == "forward" and op == "reissue" and (held.get(source[name][0]) or (None,))[0] != last_update:
+                elif name == "forward" and op == "reissue" and \
+                        (final := (held.get(source[name][0]) or (None,))[0]) != last_update:
                     raise Refusal(f"{at}: the final forward copies host buffer {source[name][0][0]}, which holds "
-                                  f"context {(held.get(source[name][0]) or ('none',))[0]}, not the last update's "
-                                  f"({last_update or 'none'}); final_loss scores the last training context")
+                                  f"context {final or 'none'}, not the last update's ({last_update or 'none'}); "
+                                  f"final_loss scores the last training context")
                 for buffer in clobbers[ring]:
                     forget(buffer)
                     writer[buffer] = serial

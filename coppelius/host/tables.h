@@ -19,8 +19,8 @@ typedef struct {
 int table_read(const uint8_t* data, uint64_t bytes, const char magic[8], uint32_t record_bytes, const char* where,
                table* out, failure* f);
 
-enum { TABLE_VERSION = 5, MAX_CLUSTER = 16 };
-enum { MAX_STEPS_PER_LAUNCH = 8 };  // steps an update piece holds, at most: a step word's slot and adamw-scalars' are below it  // clusters above 8 blocks: the non-portable sizes of sm_90
+enum { TABLE_VERSION = 5, MAX_CLUSTER = 16 };  // clusters above 8 blocks: the non-portable sizes of sm_90
+enum { MAX_STEPS_PER_LAUNCH = 8 };  // steps an update piece holds, at most: every step word's slot is below it
 
 // The record layouts (packed, little-endian hosts only: x86-64 and AArch64).
 typedef struct {
@@ -30,7 +30,8 @@ typedef struct { uint32_t param_offset, plane; uint64_t plane_offset; } relocati
 typedef struct { uint32_t op, a, src, dst; uint64_t src_offset, dst_offset, bytes; uint32_t value, flags; }
     command_record;                                                              // COPCMDS\0, 48 bytes
 typedef struct { uint32_t piece, offset, length; } ring_record;                  // COPRING\0, 12 bytes
-typedef struct { uint32_t launch, step_size_offset, eps_offset, step_size, eps, slot; } step_word_record;  // COPSTEP\0, 24
+typedef struct { uint32_t launch, step_size_offset, eps_offset, step_size, eps, slot; }
+    step_word_record;                                                            // COPSTEP\0, 24 bytes
 typedef struct { uint64_t offset, bytes; uint32_t dtype, lifetime; } plane_record;        // COPPLAN\0, 24 bytes
 typedef struct { uint64_t offset, bytes; } buffer_record;                        // COPBUFS\0, 16 bytes
 enum { OP_LAUNCH, OP_MEMSET, OP_H2D, OP_D2H, OP_D2D };                            // command ops

@@ -86,7 +86,7 @@ def planes_for(model, batch: int, staging_bytes: int, width: int = 0) -> list[Pl
 
 
 def host_buffers(batch: int, context: int, vocab_padded: int, staging_bytes: int,
-                 steps_per_launch: int = 1) -> tuple[dict, int]:
+                 steps_per_launch: int) -> tuple[dict, int]:
     """The host's pinned memory: one block, buffers at 256-byte aligned offsets."""
     n, k = batch * context, steps_per_launch
     # two of each update buffer: the host fills one's contexts and reads one's losses while the other update runs;

@@ -81,6 +81,16 @@ def remainder_elf(root: Path, steps: int, per_launch: int = 1) -> dict:
                                   steps_per_launch=per_launch), root / f"rest-{steps}-k{per_launch}")
 
 
+def newest_published(out: Path, start: str) -> tuple[str, int]:
+    """A killed run's newest published checkpoint (its `latest`, else the one it started from) and its step; reading
+    it verifies the payload digest."""
+    directory = next((out / "checkpoints").glob("*"), None) if (out / "checkpoints").exists() else None
+    newest = start
+    if directory is not None and (directory / "latest").exists():
+        newest = str(directory / (directory / "latest").read_text().strip())
+    return newest, checkpoint.read(newest)[0]["step"]
+
+
 @pytest.mark.parametrize("host", RUN)
 @pytest.mark.parametrize("kill_at", KILL_POINTS)
 def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, host, tmp_path):
@@ -90,12 +100,7 @@ def test_killed_run_resumes_to_the_same_bytes(builds, kill_at, host, tmp_path):
     killed = killed_run(host, full, out, kill_at)
     assert killed.returncode == -9, f"{kill_at} was never reached: {killed.stderr[-2000:]}"
 
-    directory = next((out / "checkpoints").glob("*"), None) if (out / "checkpoints").exists() else None
-    newest = full["checkpoint"]
-    if directory is not None and (directory / "latest").exists():
-        newest = str(directory / (directory / "latest").read_text().strip())
-    header, _ = checkpoint.read(newest)  # verifies the payload digest
-    done = header["step"]
+    newest, done = newest_published(out, full["checkpoint"])
     print(f"{host} killed at {kill_at}: newest published is step {done}")
     check_interrupted_record(out, reference, done)
     final = Path(reference["published"][-1]).read_bytes()
@@ -122,11 +127,7 @@ def test_killed_run_of_three_steps_a_launch_resumes_to_the_same_bytes(builds, ki
     out = tmp_path / "run"
     killed = killed_run("native", full, out, kill_at)
     assert killed.returncode == -9, f"{kill_at} was never reached: {killed.stderr[-2000:]}"
-    directory = next((out / "checkpoints").glob("*"), None) if (out / "checkpoints").exists() else None
-    newest = full["checkpoint"]
-    if directory is not None and (directory / "latest").exists():
-        newest = str(directory / (directory / "latest").read_text().strip())
-    done = checkpoint.read(newest)[0]["step"]  # verifies the payload digest
+    newest, done = newest_published(out, full["checkpoint"])
     print(f"three a launch, killed at {kill_at}: newest published is step {done}")
     check_interrupted_record(out, reference, done)
     rest = remainder_elf(root, STEPS - done, per_launch=3)

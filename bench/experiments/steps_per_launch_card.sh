@@ -2,16 +2,18 @@
 # Several steps a launch on the card (forty-second session): one lent-card call from the repository root, carry
 # [".whl"], logs under $OUT. (1) the GPU tests of the native host that hold it (the same bytes at 1, 2 and 3 steps a
 # launch; the native host repeats the Python host); (2) bench/train_gpu.py on tiny and small at 1 and 2 steps a
-# launch against the peer's whole-step graph. TESTS_ONLY=1: (1) alone (~3 minutes warm).
+# launch against the peer's whole-step graph. TESTS_ONLY=1: (1) alone (~3 minutes warm); BENCH_ONLY=1: (2) alone,
+# KS the steps a launch to bench (default 1,2; STEPS, default 24, must be a multiple of each).
 set -u
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
 tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
-timeout 240 python3 -m pytest -q -s -m gpu tests/gpu/test_native_gpu.py -p no:cacheprovider \
+[ -z "${BENCH_ONLY:-}" ] && timeout 240 python3 -m pytest -q -s -m gpu tests/gpu/test_native_gpu.py -p no:cacheprovider \
     -k "several_steps or repeats_the_python" > "$OUT/tests.log" 2>&1
-grep -E "same losses|native vs python|passed|failed|Error" "$OUT/tests.log" | tail -8
+[ -z "${BENCH_ONLY:-}" ] && grep -E "same losses|native vs python|passed|failed|Error" "$OUT/tests.log" | tail -8
 [ -n "${TESTS_ONLY:-}" ] && exit 0  # a short call: the tests alone
-timeout 330 python3 bench/train_gpu.py --models tiny,small --steps 30 --steps-per-launch 1,2 --peer-modes graph \
+timeout 500 python3 bench/train_gpu.py --models tiny,small --steps "${STEPS:-24}" --steps-per-launch "${KS:-1,2}" \
+    --peer-modes graph \
     --out "$OUT" > "$OUT/bench.log" 2>&1
 grep -E "steps_per_launch|batch|Error|Traceback" "$OUT/bench.log"

@@ -14,6 +14,7 @@ launch, and its first kernel), with the copies and memsets between the two steps
 import argparse
 import csv
 import datetime
+import gzip
 import statistics
 import sys
 import tarfile
@@ -35,7 +36,7 @@ NOT_KERNELS = ("api:", *COPIES)  # and driver calls
 
 def read(path: Path) -> tuple[list[dict], list[dict]]:
     """(kernels, the other records: driver calls, copies and memsets) of a trace, each with start and end in ns."""
-    with open(path, newline="") as f:
+    with (gzip.open if str(path).endswith(".gz") else open)(path, "rt", newline="") as f:
         rows = [{**row, "start": int(row["start_ns"]), "end": int(row["end_ns"])} for row in csv.DictReader(f)]
     return ([r for r in rows if not r["name"].startswith(NOT_KERNELS)],
             [r for r in rows if r["name"].startswith(NOT_KERNELS)])
@@ -62,6 +63,18 @@ def concurrency(start: int, end: int, kernels: list[dict]) -> dict[int, int]:
         at, running = max(at, t), running + change
     spans[running] += max(0, end - at)
     return dict(spans)
+
+
+def shares(start: int, end: int, kernels: list[dict]) -> dict[str, float]:
+    """Nanoseconds of [start, end) charged to each kernel name, every interval split evenly among the kernels running
+    in it: what a kernel costs the step when the ones beside it share the card (the shares add up to the busy time)."""
+    cuts = sorted({start, end} | {min(max(t, start), end) for r in kernels for t in (r["start"], r["end"])})
+    charged = defaultdict(float)
+    for a, b in zip(cuts, cuts[1:]):
+        running = [r["name"] for r in kernels if r["start"] <= a and r["end"] >= b]
+        for name in running:
+            charged[name] += (b - a) / len(running)
+    return dict(charged)
 
 
 def gaps(start: int, end: int, kernels: list[dict]) -> list[tuple[int, str, str]]:
@@ -113,7 +126,7 @@ def boundary(kernels: list[dict], next_start: int, calls: list[dict]) -> dict | 
 
 def summary(found: list[tuple[int, int, list[dict]]], calls: list[dict] = ()) -> dict:
     """Medians over the steps (microseconds): period, time at each concurrency, per kernel name its launches, in-graph
-    time and time alone; the idle gaps by the kernels around them (mean us a step)."""
+    time, time alone and share (shares); the idle gaps by the kernels around them (mean us a step)."""
     us = lambda ns: ns / 1000  # noqa: E731
     periods, levels, names, gap_sum = [], defaultdict(list), defaultdict(lambda: defaultdict(list)), defaultdict(int)
     parts = defaultdict(list)
@@ -128,10 +141,12 @@ def summary(found: list[tuple[int, int, list[dict]]], calls: list[dict] = ()) ->
             entry[0] += 1
             entry[1] += r["end"] - r["start"]
             entry[2] += alone(r, kernels)
+        charged = shares(start, end, kernels)
         for name, (count, total, solo) in per_name.items():
             names[name]["launches"].append(count)
             names[name]["us"].append(us(total))
             names[name]["alone_us"].append(us(solo))
+            names[name]["share_us"].append(us(charged[name]))
         for ns, before, after in gaps(start, end, kernels):
             gap_sum[(before, after)] += ns
         seen = boundary(kernels, end, calls) if calls else None
@@ -140,8 +155,10 @@ def summary(found: list[tuple[int, int, list[dict]]], calls: list[dict] = ()) ->
     median = statistics.median
     return {"steps": len(found), "period_us": median(periods),
             "concurrency_us": {k: median(v + [0] * (len(found) - len(v))) for k, v in sorted(levels.items())},
-            "kernels": sorted(({"kernel": n, "launches": median(v["launches"]), "us": median(v["us"]),
-                                "alone_us": median(v["alone_us"])} for n, v in names.items()),
+            # (over every step: a kernel only some steps run, the last step's final forward's, has median 0)
+            "kernels": sorted(({"kernel": n, **{key: median(v[key] + [0] * (len(found) - len(v[key])))
+                                                for key in ("launches", "us", "alone_us", "share_us")}}
+                               for n, v in names.items()),
                               key=lambda e: -e["us"]),
             "gaps": sorted(((us(ns) / len(found), b, a) for (b, a), ns in gap_sum.items()), reverse=True),
             "boundary_us": {part: median(v) for part, v in parts.items()}}
@@ -151,8 +168,10 @@ def markdown(model: str, s: dict, device: str, date: str) -> str:
     lines = [f"# Step timeline: {model} ({device}, {date}; bench/timeline.py, CUPTI)", "",
              f"Median of {s['steps']} steps: period {s['period_us']:.1f} us; "
              + ", ".join(f"{k} kernels running {v:.1f} us" for k, v in s["concurrency_us"].items()) + ".", "",
-             "| kernel | launches | us in the graph | us alone (no other kernel running) |", "|---|---|---|---|"]
-    lines += [f"| {e['kernel']} | {e['launches']:g} | {e['us']:.1f} | {e['alone_us']:.1f} |" for e in s["kernels"]]
+             "| kernel | launches | us in the graph | us alone (no other kernel running) | us as a share (each interval "
+             "split evenly among the kernels running) |", "|---|---|---|---|---|"]
+    lines += [f"| {e['kernel']} | {e['launches']:g} | {e['us']:.1f} | {e['alone_us']:.1f} | {e['share_us']:.1f} |"
+              for e in s["kernels"]]
     lines += ["", "Idle gaps (no kernel running), us a step, by the kernels around them:", "",
               "| us | after | before |", "|---|---|---|"]
     lines += [f"| {u:.2f} | {b} | {a} |" for u, b, a in s["gaps"][:25]]
@@ -173,7 +192,15 @@ def main() -> None:
     parser.add_argument("--models", default="small")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--trace", help="summarize this saved trace (.csv or .csv.gz) again, no card needed: the "
+                        "markdown to stdout, --device and --date its heading's")
+    parser.add_argument("--device", default="the card of the trace")
+    parser.add_argument("--date", default="the trace's date")
     args = parser.parse_args()
+    if args.trace:
+        kernels, calls = read(Path(args.trace))
+        print(markdown(Path(args.trace).name.split("-")[1], summary(steps(kernels), calls), args.device, args.date))
+        return
     library, packed = ROOT / ".timeline" / "cupti_timeline.so", ROOT / ".whl" / "timeline.tar.xz"
     if not library.exists() and packed.exists():  # build.sh's archive, carried with .whl
         with tarfile.open(packed) as archive:  # (the data filter where this Python has it: 3.11.4 on)

@@ -1,5 +1,5 @@
 """bench/timeline.py's reading of a CUPTI kernel trace: steps found by their first and last kernels, the time at each
-concurrency, the idle gaps and a kernel's time alone, on a trace written here in the injection library's CSV format."""
+concurrency, the idle gaps, a kernel's time alone and its share, on a trace written here in the injection library's CSV format."""
 import sys
 from pathlib import Path
 
@@ -41,6 +41,10 @@ def test_concurrency_gaps_and_time_alone_of_a_step(tmp_path):
                                                  (10_000, "adamw", "(next step)")]
     weight = next(k for k in kernels if k["name"] == "matmul_backward_weight")
     assert timeline.alone(weight, kernels) == 20_000
+    charged = timeline.shares(start, end, kernels)  # 20 us of the weight gradient's 40 beside the input gradient
+    assert charged == {"encoder_forward": 10_000, "matmul_backward_weight": 30_000, "matmul_backward_input": 10_000,
+                       "adamw": 30_000}
+    assert sum(charged.values()) == end - start - spans[0]
 
 
 def test_summary_and_its_markdown(tmp_path):
@@ -50,10 +54,10 @@ def test_summary_and_its_markdown(tmp_path):
     assert s["steps"] == 3 and s["period_us"] == 100
     assert s["concurrency_us"] == {0: 20, 1: 60, 2: 20}
     weight = next(e for e in s["kernels"] if e["kernel"] == "matmul_backward_weight")
-    assert (weight["launches"], weight["us"], weight["alone_us"]) == (1, 40, 20)
+    assert (weight["launches"], weight["us"], weight["alone_us"], weight["share_us"]) == (1, 40, 20, 30)
     assert s["gaps"][0] == (10, "matmul_backward_weight", "adamw")
     text = timeline.markdown("small", s, "NVIDIA H100 80GB HBM3", "2026-12-05")
-    assert "| matmul_backward_weight | 1 | 40.0 | 20.0 |" in text
+    assert "| matmul_backward_weight | 1 | 40.0 | 20.0 | 30.0 |" in text
     assert "0 kernels running 20.0 us, 1 kernels running 60.0 us, 2 kernels running 20.0 us" in text
     assert s["boundary_us"] == {"wake": 2, "host": 3, "launch": 3, "first_kernel": 2}
     assert "the wait returns 2.0 after the last kernel ends; the host works 3.0" in text

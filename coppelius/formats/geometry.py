@@ -6,12 +6,11 @@ holds them equal. Of the other kernels only layernorm_backward takes dynamic sha
 LAYERNORM_STAGED_ARCHS: two batches of its rows staged by cp.async (18 KiB a block at gpt2's width; the kernel reads
 the bytes back and loads straight to registers without them).
 
-The nine tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most
+The eight tensor-core kernels (matmul.cuh, attention.cuh, attention_backward.cuh). Dynamic shared memory is at most
 48 KiB (no opt-in attribute needed) except for sm_90a's warp-specialized matmuls below (216 KiB) and its attention
 forward (56 KiB) and backward (64.5 KiB), which the host opts in to; the kernels use no static shared memory.
-matmuls: a 1-D grid of output tiles (matmul_forward_gelu's, matmul_forward_stats' and matmul_forward_residual's
-geometry is matmul_forward's, matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS
-(sm_90a's wgmma) the seven take
+matmuls: a 1-D grid of output tiles (matmul_forward_gelu's and matmul_forward_stats' geometry is matmul_forward's,
+matmul_backward_input_gelu's matmul_backward_input's). On the archs of WIDE_TILE_ARCHS (sm_90a's wgmma) the six take
 matmul_hopper.cuh's warp-specialized blocks of 128x256 tiles: 384 threads (a producer and two consumer warpgroups),
 HOPPER_STAGES stages of 128x64 + 256x64 fp16 filled by the TMA unit, output staging rows, tensor maps and barriers
 (216 KiB), one block an SM. matmul_forward and matmul_backward_input take them when there are at least
@@ -126,8 +125,7 @@ WIDE_TILE_ARCHS = WGMMA_ARCHS    # the archs whose matmuls take matmul_hopper.cu
 PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")  # archs with programmatic dependent launch (launch.cuh)
 PROGRAMMATIC_BLOCKS_PER_SM = 4  # the most blocks an SM of either launch of a programmatic edge (measured, programmatic)
 
-TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_forward_residual",
-               "matmul_backward_input",
+TENSOR_CORE = ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_backward_input",
                "matmul_backward_input_gelu",
                "matmul_backward_weight", "attention_forward", "attention_backward")
 
@@ -203,7 +201,7 @@ def encoder_run_length(n: int) -> int:
 def matmul_shape(kernel: str, s: dict) -> tuple[int, int, int]:
     """(M, Nn, K) of the GEMM a matmul kernel computes: out[M, Nn] = sum over K."""
     N, C, OC = int(s["N"]), int(s["C"]), int(s["OC"])
-    if kernel in ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_forward_residual"):
+    if kernel in ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats"):
         return N, OC, C
     if kernel in ("matmul_backward_input", "matmul_backward_input_gelu"):
         return N, C, OC
@@ -346,7 +344,7 @@ def programmatic_launches(commands, launches, ring, arch: str, sm_count: int,
 
 
 def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple[list[int], list[int], int]:
-    """(grid, block, dynamic shared bytes) of one of the tensor-core kernels' launches."""
+    """(grid, block, dynamic shared bytes) of one of the eight tensor-core kernels' launches."""
     if kernel == "matmul_backward_weight":
         tile, tiles, splits = weight_gradient_tiles(scalars, arch)
         return [tiles * splits, 1, 1], *MATMUL_TILES[tile]

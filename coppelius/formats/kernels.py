@@ -49,11 +49,6 @@ CATALOG = (
     Kernel(19, "matmul_forward_gelu", (("slope", "f16*", "w"), ("out_gelu", "f16*", "w"), ("inp", "f16*", "r"),
                                        ("weight", "f16*", "r"), ("bias", "f16*", "r"), ("N", "i32", None),
                                        ("C", "i32", None), ("OC", "i32", None))),
-    # out = residual + the matmul_forward above, its fp16 values (not stored), rounded again: residual_forward's sum
-    # of the unfused pair, so that a layernorm_forward of out gives residual_layernorm_forward's bits
-    Kernel(26, "matmul_forward_residual", (("out", "f16*", "w"), ("inp", "f16*", "r"), ("weight", "f16*", "r"),
-                                           ("bias", "f16*", "r"), ("residual", "f16*", "r"), ("N", "i32", None),
-                                           ("C", "i32", None), ("OC", "i32", None))),
     # tile_counter: 0 before and after each launch (the arena zeroes it once); the sm_90a kernels' blocks take their
     # tiles from it one at a time (matmul_hopper.cuh: HopSchedule), so the launches that share it never overlap: each
     # writes it (the cuda device orders commands that write the same bytes)
@@ -171,8 +166,7 @@ def extents(kernel: str, s: dict) -> dict[str, int]:
     if kernel.startswith("matmul"):
         N, C, OC = s["N"], s["C"], s["OC"]
         slope = N * OC if kernel == "matmul_forward_gelu" else N * C  # out's shape, or dinp's
-        return {"out": N * OC, "out_gelu": N * OC, "residual": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C,
-                "slope": slope,
+        return {"out": N * OC, "out_gelu": N * OC, "dout": N * OC, "inp": N * C, "dinp": N * C, "slope": slope,
                 "weight": OC * C, "dweight": OC * C, "bias": OC, "dbias": OC, "tile_counter": 1}
     if kernel.startswith("attention"):
         B, T, C, NH = s["B"], s["T"], s["C"], s["NH"]

@@ -13,7 +13,7 @@ enum {
     LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT, MATMUL_BACKWARD_WEIGHT, MATMUL_FORWARD, NONFINITE_CHECK,
     RESIDUAL_FORWARD, CROSSENTROPY_FORWARD_BACKWARD, MATMUL_FORWARD_GELU, ENCODER_SORT,
     LAYERNORM_BACKWARD_WEIGHT, RESIDUAL_LAYERNORM_FORWARD, MATMUL_BACKWARD_INPUT_GELU, MATMUL_FORWARD_STATS,
-    CROSSENTROPY_FORWARD_BACKWARD_STATS, MATMUL_FORWARD_RESIDUAL,
+    CROSSENTROPY_FORWARD_BACKWARD_STATS,
 };
 
 const kernel_abi CATALOG[KERNEL_COUNT] = {
@@ -104,10 +104,6 @@ const kernel_abi CATALOG[KERNEL_COUNT] = {
                                                  {"V", I32_SCALAR, ACCESS_NONE}, {"Vp", I32_SCALAR, ACCESS_NONE},
                                                  {"width", I32_SCALAR, ACCESS_NONE},
                                                  {"scale", F32_SCALAR, ACCESS_NONE}}},
-    {"matmul_forward_residual", 8, {{"out", F16_PTR, ACCESS_W}, {"inp", F16_PTR, ACCESS_R},
-                                    {"weight", F16_PTR, ACCESS_R}, {"bias", F16_PTR, ACCESS_R},
-                                    {"residual", F16_PTR, ACCESS_R}, {"N", I32_SCALAR, ACCESS_NONE},
-                                    {"C", I32_SCALAR, ACCESS_NONE}, {"OC", I32_SCALAR, ACCESS_NONE}}},
 };
 
 const char* const PARAM_KIND_NAMES[6] = {"f16*", "f32*", "i32*", "i32", "u32", "f32"};
@@ -215,13 +211,13 @@ int launch_extents(const launch_args* args, int64_t elements[MAX_PARAMS], char* 
         set_extent(args, elements, "partials", (int64_t)layernorm_backward_blocks(N) * 2 * C);
         break;
     case MATMUL_FORWARD: case MATMUL_BACKWARD_INPUT: case MATMUL_BACKWARD_WEIGHT: case MATMUL_FORWARD_GELU:
-    case MATMUL_BACKWARD_INPUT_GELU: case MATMUL_FORWARD_STATS: case MATMUL_FORWARD_RESIDUAL:
+    case MATMUL_BACKWARD_INPUT_GELU: case MATMUL_FORWARD_STATS:
         if (args->kernel == MATMUL_FORWARD_STATS && (V <= 0 || V > OC)) {
             snprintf(error, error_bytes, "%s: V is %lld, not in 1..OC (%lld)", abi->name, (long long)V, (long long)OC);
             return -1;
         }
         set_extent(args, elements, "out", N * OC), set_extent(args, elements, "dout", N * OC);
-        set_extent(args, elements, "out_gelu", N * OC), set_extent(args, elements, "residual", N * OC);
+        set_extent(args, elements, "out_gelu", N * OC);
         set_extent(args, elements, "inp", N * C), set_extent(args, elements, "dinp", N * C);
         set_extent(args, elements, "slope", args->kernel == MATMUL_FORWARD_GELU ? N * OC : N * C);  // out's or dinp's
         set_extent(args, elements, "weight", OC * C), set_extent(args, elements, "dweight", OC * C);
@@ -267,8 +263,7 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     for (int i = 0; i < abi->count; i++) {
         if (!param_is_pointer(abi->params[i].kind)) continue;
         uint64_t address = args->address[i];
-        int nullable = ((args->kernel == MATMUL_FORWARD || args->kernel == MATMUL_FORWARD_GELU ||
-                         args->kernel == MATMUL_FORWARD_RESIDUAL) &&
+        int nullable = ((args->kernel == MATMUL_FORWARD || args->kernel == MATMUL_FORWARD_GELU) &&
                         strcmp(abi->params[i].name, "bias") == 0) ||
                        (args->kernel == MATMUL_BACKWARD_WEIGHT && strcmp(abi->params[i].name, "dbias") == 0);
         if (address == 0 && nullable) continue;
@@ -321,7 +316,6 @@ int run_launch(const launch_args* args, uint64_t low, uint64_t high, char* error
     case CROSSENTROPY_FORWARD_BACKWARD_STATS:
         crossentropy_forward_backward_stats(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7), I(8), F(9));
         break;
-    case MATMUL_FORWARD_RESIDUAL: matmul_forward_residual(p[0], p[1], p[2], p[3], p[4], I(5), I(6), I(7)); break;
     }
 #undef I
 #undef F

@@ -7,7 +7,7 @@
 #define COPPELIUS_CATALOG_H
 #include <stdint.h>
 
-enum { KERNEL_COUNT = 27, MAX_PARAMS = 12 };
+enum { KERNEL_COUNT = 26, MAX_PARAMS = 12 };
 typedef enum { F16_PTR, F32_PTR, I32_PTR, I32_SCALAR, U32_SCALAR, F32_SCALAR } param_kind;
 // how a kernel uses a pointer (the catalog's r, w, rw); a scalar's is ACCESS_NONE
 typedef enum { ACCESS_NONE, ACCESS_R, ACCESS_W, ACCESS_RW } param_access;

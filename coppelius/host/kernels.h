@@ -48,9 +48,6 @@ void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight
 // x as matmul_forward (its fp16 values, not stored): slope (N,OC) = gelu'(x), out_gelu (N,OC) = gelu(x)
 void matmul_forward_gelu(half* slope, half* out_gelu, const half* inp, const half* weight, const half* bias, int N,
                          int C, int OC);
-// out (N,OC) = residual (N,OC) + x, x as matmul_forward (its fp16 values, not stored), rounded as residual_forward
-void matmul_forward_residual(half* out, const half* inp, const half* weight, const half* bias, const half* residual,
-                             int N, int C, int OC);
 // dweight (OC,C) = dout^T @ inp (+ dweight when accumulate); dbias (OC) = column sums of dout (if not null)
 void matmul_backward_weight(half* dweight, half* dbias, const half* dout, const half* inp, int N, int C, int OC,
                             uint32_t accumulate);

@@ -1,5 +1,5 @@
 // matmul.c: matmul_forward, matmul_backward_input, matmul_backward_weight, matmul_forward_gelu,
-// matmul_backward_input_gelu, matmul_forward_stats and matmul_forward_residual (kernels.h).
+// matmul_backward_input_gelu and matmul_forward_stats (kernels.h).
 //
 // All three are one product, out[r][m] = bias[m] + sum_k a[r][k] * b[k][m], over float32 copies
 // of the fp16 operands:
@@ -145,12 +145,6 @@ void matmul_forward_stats(half* out, float* stats, const half* inp, const half* 
                           int width) {
     matmul_forward(out, inp, weight, NULL, N, C, OC);
     softmax_stats(stats, out, N, OC, V, width);  // from out's fp16 values, as stored
-}
-
-void matmul_forward_residual(half* out, const half* inp, const half* weight, const half* bias, const half* residual,
-                             int N, int C, int OC) {
-    matmul_forward(out, inp, weight, bias, N, C, OC);
-    residual_forward(out, residual, out, N * OC);  // element i read, then written: in place is safe
 }
 
 void matmul_backward_input_gelu(half* dinp, const half* dout, const half* weight, const half* slope, int N, int C,

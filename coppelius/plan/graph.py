@@ -93,6 +93,7 @@ class Step:
                   else (lambda plane: self.act(plane, layer)))
             return dict(out=at(name), mean=at(f"{name}_mean"), rstd=at(f"{name}_rstd"), weight=w(f"{name}w", layer),
                         bias=w(f"{name}b", layer))
+        # each residual add is one launch with the layernorm after it (ln2; the next layer's ln1, or lnf)
         p.launch("layernorm_forward", **norm("ln1", 0), inp=self.at("encoded"), N=N, C=C)
         for l in range(L):
             residual = self.at("encoded") if l == 0 else self.act("residual3", l - 1)
@@ -100,18 +101,17 @@ class Step:
                      bias=w("qkvb", l), N=N, C=C, OC=3 * C)
             p.launch("attention_forward", out=self.act("atty", l), lse=self.act("att_lse", l), qkv=self.act("qkv", l),
                      B=self.B, T=self.T, C=C, NH=self.NH)
-            # the residual add in the projection's epilogue: the layernorm then reads one row, not two (the same
-            # bits as the projection, then residual_layernorm_forward)
-            p.launch("matmul_forward_residual", out=self.act("residual2", l), inp=self.act("atty", l),
-                     weight=w("attprojw", l), bias=w("attprojb", l), residual=residual, N=N, C=C, OC=C)
-            p.launch("layernorm_forward", **norm("ln2", l), inp=self.act("residual2", l), N=N, C=C)
+            p.launch("matmul_forward", out=self.act("attproj", l), inp=self.act("atty", l), weight=w("attprojw", l),
+                     bias=w("attprojb", l), N=N, C=C, OC=C)
+            p.launch("residual_layernorm_forward", residual=self.act("residual2", l), **norm("ln2", l), inp1=residual,
+                     inp2=self.act("attproj", l), N=N, C=C)
             p.launch("matmul_forward_gelu", slope=self.act("fch_slope", l), out_gelu=self.act("fch_gelu", l),
                      inp=self.act("ln2", l), weight=w("fcw", l), bias=w("fcb", l), N=N, C=C, OC=4 * C)
-            p.launch("matmul_forward_residual", out=self.act("residual3", l), inp=self.act("fch_gelu", l),
-                     weight=w("fcprojw", l), bias=w("fcprojb", l), residual=self.act("residual2", l), N=N, C=4 * C,
-                     OC=C)
-            p.launch("layernorm_forward", **(norm("lnf", None) if l == L - 1 else norm("ln1", l + 1)),
-                     inp=self.act("residual3", l), N=N, C=C)
+            p.launch("matmul_forward", out=self.act("fcproj", l), inp=self.act("fch_gelu", l), weight=w("fcprojw", l),
+                     bias=w("fcprojb", l), N=N, C=4 * C, OC=C)
+            p.launch("residual_layernorm_forward", residual=self.act("residual3", l),
+                     **(norm("lnf", None) if l == L - 1 else norm("ln1", l + 1)), inp1=self.act("residual2", l),
+                     inp2=self.act("fcproj", l), N=N, C=C)
         if self.stats_width and not with_predictions:
             p.launch("matmul_forward_stats", out=self.at("logits"), stats=self.at("logit_stats"), inp=self.at("lnf"),
                      weight=w("wte"), N=N, C=C, OC=self.Vp, V=self.V, width=self.stats_width)

@@ -92,11 +92,6 @@ def matmul_forward_gelu(slope, out_gelu, inp, weight, bias, N, C, OC):
     gelu_forward(out_gelu, pre, N * OC)
 
 
-def matmul_forward_residual(out, inp, weight, bias, residual, N, C, OC):
-    matmul_forward(out, inp, weight, bias, N, C, OC)  # the products rounded as matmul_forward stores them
-    residual_forward(out, residual, out, N * OC)
-
-
 def matmul_backward_input_gelu(dinp, dout, weight, slope, tile_counter, N, C, OC):
     matmul_backward_input(dinp, dout, weight, tile_counter, N, C, OC)
     gelu_backward(dinp, slope, dinp, N * C)

@@ -35,11 +35,9 @@ from cuda_harness import allow_cluster, launch_in_clusters
 pytestmark = pytest.mark.gpu
 
 SOURCES = Path(coppelius.__file__).resolve().parent / "kernels" / "cuda"
-TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_forward_residual",
-              "matmul_backward_input", "matmul_backward_input_gelu", "matmul_backward_weight", "attention_forward",
-              "attention_backward")
-# what the matmuls' epilogues fuse, launched to compare bits
-UNFUSED = ("gelu_forward", "gelu_backward", "residual_forward")
+TC_KERNELS = ("matmul_forward", "matmul_forward_gelu", "matmul_forward_stats", "matmul_backward_input",
+              "matmul_backward_input_gelu", "matmul_backward_weight", "attention_forward", "attention_backward")
+UNFUSED = ("gelu_forward", "gelu_backward")  # what the matmuls' gelu epilogues fuse, launched to compare bits
 TOL_FP16 = 2e-3
 TOL_ATTN_BWD = 4e-3
 TOL_LSE_ABS = 1e-3
@@ -307,7 +305,6 @@ def _matmul_case(g, rng, N, C, OC, full_check: bool, rows=None):
     compare(f"bwd_input {tag}", res["dinp"].reshape(N, C)[r], g64[r] @ w64, TOL_FP16, c_out)
     _gelu_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w, "bias": p_b}, r, tag)
     _stats_epilogue(g, N, C, OC, {"inp": p_inp, "weight": p_w}, r, tag)
-    _residual_epilogue(g, rng, N, C, OC, {"inp": p_inp, "weight": p_w, "bias": p_b}, r, tag)
     _gelu_backward_epilogue(g, rng, N, C, OC, {"dout": p_dout, "weight": p_w}, r, tag,
                             (dout, weight) if full_check else None)
 
@@ -347,28 +344,6 @@ def _gelu_epilogue(g, N, C, OC, p: dict, r, tag):
     pre = g.get(p_out, np.float16, N * OC).reshape(N, OC)[r].astype(np.float64)
     compare(f"fwd_gelu {tag}", fused["out_gelu"].reshape(N, OC)[r], ref.gelu_forward(pre), TOL_FP16)
     compare(f"fwd_gelu_slope {tag}", fused["slope"].reshape(N, OC)[r], ref.gelu_slope(pre), TOL_FP16)
-
-
-def _residual_epilogue(g, rng, N, C, OC, p: dict, r, tag):
-    """matmul_forward_residual gives the bits of the unfused launches it replaces (matmul_forward, then
-    residual_forward on the GPU), with a bias and without: the residual plus the rounded products, rounded again."""
-    sc = {"N": N, "C": C, "OC": OC}
-    residual = h16(rng, N, OC, scale=4.0)
-    p_res, p_prod, p_want, p_out = g.put(residual), g.alloc(N * OC * 2), g.alloc(N * OC * 2), g.alloc(N * OC * 2)
-    for bias in (p["bias"], None):
-        run_twice(g, "matmul_forward", {"out": p_prod, "inp": p["inp"], "weight": p["weight"], "bias": bias, **sc},
-                  {"out": (p_prod, np.float16, N * OC)})
-        g.launch("residual_forward", {"out": p_want, "inp1": p_res, "inp2": p_prod, "N": N * OC})
-        unfused = g.get(p_want, np.float16, N * OC)
-        fused = run_twice(g, "matmul_forward_residual", {"out": p_out, "inp": p["inp"], "weight": p["weight"],
-                                                         "bias": bias, "residual": p_res, **sc},
-                          {"out": (p_out, np.float16, N * OC)})["out"]
-        differ = int((fused != unfused).sum())
-        print(f"fwd_residual {tag} bias={bias is not None}: {differ} of {fused.size} values differ from the unfused")
-        assert fused.tobytes() == unfused.tobytes(), f"fwd_residual {tag}: out differs from the unfused"
-        product = g.get(p_prod, np.float16, N * OC)
-        want = residual.reshape(N, OC)[r].astype(np.float64) + product.reshape(N, OC)[r].astype(np.float64)
-        compare(f"fwd_residual {tag} bias={bias is not None}", fused.reshape(N, OC)[r], want, TOL_FP16)
 
 
 def _stats_epilogue(g, N, C, OC, p: dict, r, tag):

@@ -68,13 +68,8 @@ __device__ __forceinline__ void mm_store_pair(__half* o, int col, int Nn, float 
 // slope at the rounded values to out and their gelu to aux, of out's shape [M][Nn] (matmul_forward_gelu: out = slope,
 // aux = out_gelu; gelu.cuh); or store the rounded values times the slope aux holds (as gelu_backward would, with aux
 // read: matmul_backward_input_gelu, aux = slope); or store them rounded and leave each row's softmax statistics
-// over the tile's columns (matmul_forward_stats: MmStats); or add the rounded values to the residual aux holds and
-// store the sums rounded (as residual_forward would: matmul_forward_residual, aux = residual).
-enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD, MM_STATS, MM_RESIDUAL };
-
-// The epilogues that read aux where they write out (its element for each of theirs).
-template <int EPI>
-constexpr bool mm_reads_aux() { return EPI == MM_GELU_BACKWARD || EPI == MM_RESIDUAL; }
+// over the tile's columns (matmul_forward_stats: MmStats).
+enum MmEpilogue { MM_PLAIN, MM_GELU, MM_GELU_BACKWARD, MM_STATS };
 
 // MM_STATS' output: for row r and the tile of columns from n0, (max, sum of exp(x - max)) of its fp16 values x in
 // columns [n0, n0 + width) below V, at stats[2 (r P + n0 / width)], P = ceil(Nn / width); width = the tile's.
@@ -89,21 +84,20 @@ struct MmStats {
 
 template <int EPI>
 __device__ __forceinline__ bool mm_pairs_ok(const __half* out, const __half* aux, int Nn) {
-    const bool aux_paired = EPI == MM_GELU || mm_reads_aux<EPI>();
-    const size_t bits = reinterpret_cast<size_t>(out) | (aux_paired ? reinterpret_cast<size_t>(aux) : 0);
+    const bool aux_stored = EPI == MM_GELU || EPI == MM_GELU_BACKWARD;
+    const size_t bits = reinterpret_cast<size_t>(out) | (aux_stored ? reinterpret_cast<size_t>(aux) : 0);
     return (Nn & 1) == 0 && (bits & 3) == 0;
 }
 
-// aux's two values at element `at` = [row][col] (0 past Nn): gelu's slopes for MM_GELU_BACKWARD, the residual for
-// MM_RESIDUAL.
+// aux's two values at element `at` = [row][col] (0 past Nn): gelu's slopes for MM_GELU_BACKWARD.
 __device__ __forceinline__ __half2 mm_aux_pair(const __half* aux, size_t at, int col, int Nn, bool pair_ok) {
     if (pair_ok && col + 1 < Nn) return *reinterpret_cast<const __half2*>(aux + at);
     const __half zero = __float2half_rn(0.f);
     return __halves2half2(col < Nn ? aux[at] : zero, col + 1 < Nn ? aux[at + 1] : zero);
 }
 
-// The epilogue of two results at element `at` = [row][col] of the outputs, col + 1 < Nn or not; x: the aux pair there
-// (mm_aux_pair) of the epilogues that read it, read ahead by the caller.
+// The epilogue of two results at element `at` = [row][col] of the outputs, col + 1 < Nn or not; x: MM_GELU_BACKWARD's
+// aux pair there (mm_aux_pair), read ahead by the caller.
 template <int EPI>
 __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_t at, int col, int Nn, float v0,
                                                  float v1, bool accumulate, bool pair_ok, __half2 x = {}) {
@@ -116,11 +110,6 @@ __device__ __forceinline__ void mm_epilogue_pair(__half* out, __half* aux, size_
     if (EPI == MM_GELU_BACKWARD) {
         const float2 slope = __half22float2(x);
         mm_store_pair(out + at, col, Nn, v0 * slope.x, v1 * slope.y, false, pair_ok);  // gelu_backward_pair's bits
-        return;
-    }
-    if (EPI == MM_RESIDUAL) {
-        const float2 residual = __half22float2(x);
-        mm_store_pair(out + at, col, Nn, residual.x + v0, residual.y + v1, false, pair_ok);  // residual_forward's
         return;
     }
     const cpl::GeluValueSlope g0 = cpl::gelu_value_slope(v0), g1 = cpl::gelu_value_slope(v1);
@@ -214,15 +203,14 @@ __device__ __forceinline__ void mm_load(__half* s, const __half* __restrict__ g,
     }
 }
 
-// mm_tile's epilogues that read aux (no accumulate; MM_GELU_BACKWARD has no bias, MM_RESIDUAL adds it as the plain
-// epilogue does): the aux pairs of 8 fragments at a time loaded before their stores (read one at a time between the
-// stores, their latencies added up: tiny's fc projection took 11.4 us against 6.0 plain, H200); the 64x64 tiles' 8
-// fragments a thread in one group, without spilling where the 128x128 tiles' 16 at once did. frag_row, frag_col:
-// mm_tile's fragment origins.
-template <int EPI, int F, typename FragRow, typename FragCol>
-__device__ __forceinline__ void mm_tile_store_aux(__half* out, const __half* aux, const __half* bias,
-                                                  const float (&acc)[F][4], FragRow frag_row, FragCol frag_col, int m0,
-                                                  int n0, int M, int Nn, int lane, bool pair_ok) {
+// mm_tile's MM_GELU_BACKWARD epilogue (no bias, no accumulate): the aux pairs of 8 fragments at a time loaded before
+// their stores (read one at a time between the stores, their latencies added up: tiny's fc projection took 11.4 us
+// against 6.0 plain, H200); the 64x64 tiles' 8 fragments a thread in one group, without spilling where the 128x128
+// tiles' 16 at once did. frag_row, frag_col: mm_tile's fragment origins.
+template <int F, typename FragRow, typename FragCol>
+__device__ __forceinline__ void mm_tile_store_gelu_backward(__half* out, const __half* aux, const float (&acc)[F][4],
+                                                            FragRow frag_row, FragCol frag_col, int m0, int n0, int M,
+                                                            int Nn, int lane, bool pair_ok) {
     constexpr int GROUP = F < 8 ? F : 8;
     static_assert(F % GROUP == 0, "whole groups of fragments");
 #pragma unroll
@@ -238,21 +226,13 @@ __device__ __forceinline__ void mm_tile_store_aux(__half* out, const __half* aux
                                                          pair_ok)
                                            : __half2{};
 #pragma unroll
-        for (int j = 0; j < GROUP; ++j) {
-            float b0 = 0.f, b1 = 0.f;  // (MM_RESIDUAL: the plain epilogue's sum, + 0 without a bias too)
-            if (EPI == MM_RESIDUAL && bias != nullptr) {
-                if (col_of(j) < Nn) b0 = __half2float(bias[col_of(j)]);
-                if (col_of(j) + 1 < Nn) b1 = __half2float(bias[col_of(j) + 1]);
-            }
+        for (int j = 0; j < GROUP; ++j)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float v0 = acc[f0 + j][2 * h], v1 = acc[f0 + j][2 * h + 1];
-                if (EPI == MM_RESIDUAL) v0 += b0, v1 += b1;
+            for (int h = 0; h < 2; ++h)
                 if (row_of(j, h) < M)
-                    mm_epilogue_pair<EPI>(out, nullptr, (size_t)row_of(j, h) * Nn + col_of(j), col_of(j), Nn, v0, v1,
-                                          false, pair_ok, x[j][h]);
-            }
-        }
+                    mm_epilogue_pair<MM_GELU_BACKWARD>(out, nullptr, (size_t)row_of(j, h) * Nn + col_of(j), col_of(j),
+                                                       Nn, acc[f0 + j][2 * h], acc[f0 + j][2 * h + 1], false, pair_ok,
+                                                       x[j][h]);
     }
 }
 
@@ -475,8 +455,8 @@ __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __rest
 
     if (do_bias_sum && tid < BM && m0 + tid < M) dbias[m0 + tid] = __float2half_rn(bsum);
 
-    if constexpr (mm_reads_aux<EPI>()) {
-        mm_tile_store_aux<EPI, MI * NI>(out, aux, bias, acc, frag_row, frag_col, m0, n0, M, Nn, lane, pair_ok);
+    if constexpr (EPI == MM_GELU_BACKWARD) {
+        mm_tile_store_gelu_backward<MI * NI>(out, aux, acc, frag_row, frag_col, m0, n0, M, Nn, lane, pair_ok);
         return;
     }
 #pragma unroll
@@ -575,15 +555,6 @@ extern "C" __global__ void COPPELIUS_MM_BOUNDS
     const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
     coptc::mm_dispatch<true, true, coptc::MM_STATS>(out, nullptr, inp, weight, nullptr, nullptr, N, OC, C, C, C, false,
                                                     vec, 1, nullptr, {stats, V, width});
-}
-
-// out[N,OC] = residual + matmul_forward's products rounded to fp16, rounded again (residual_forward's bits, in one pass)
-extern "C" __global__ void COPPELIUS_MM_BOUNDS
-    matmul_forward_residual(__half* out, const __half* inp, const __half* weight, const __half* bias,
-                            const __half* residual, int N, int C, int OC) {
-    const bool vec = (C % 8) == 0 && coptc::aligned16(inp) && coptc::aligned16(weight);
-    coptc::mm_dispatch<true, true, coptc::MM_RESIDUAL>(out, const_cast<__half*>(residual), inp, weight, bias, nullptr,
-                                                       N, OC, C, C, C, false, vec, 1);
 }
 
 // dinp[N,C] = dout[N,OC] @ weight[OC,C]; tile_counter: 0 before and after, the persistent tiles' schedule on sm_90a

@@ -205,7 +205,7 @@ __device__ __forceinline__ void hop_store(__half* dst, int ld, const float (&acc
             if (r < M)  // (an output of rows that are not 16 bytes: a slow path; aux read where it is used)
                 mm_epilogue_pair<EPI>(dst, aux, (size_t)r * ld + col, col, Nn, acc[f][2 * e], acc[f][2 * e + 1], false,
                                       pair_ok,
-                                      mm_reads_aux<EPI>() ? mm_aux_pair(aux, (size_t)r * ld + col, col, Nn, pair_ok)
+                                      EPI == MM_GELU_BACKWARD ? mm_aux_pair(aux, (size_t)r * ld + col, col, Nn, pair_ok)
                                                               : __half2{});
         }
 }
@@ -393,7 +393,7 @@ __device__ __forceinline__ void hop_init_barriers(const HopSmem& m, bool vec, un
     }
 }
 
-// Named barriers between consumer c and the finishers (hop_finish_store, hop_finish_aux): ids 4 + c (its
+// Named barriers between consumer c and the finishers (hop_finish_store, hop_finish_gelu_backward): ids 4 + c (its
 // tile is staged) and 6 + c (the finishers are done reading it), each of the consumer's 128 threads and the 96
 // finishers.
 constexpr int HOP_FINISHERS = 96;
@@ -404,21 +404,12 @@ __device__ __forceinline__ void named_arrive(int id) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(128 + HOP_FINISHERS) : "memory");
 }
 
-// A 16-byte chunk of 8 products with aux's 8 values, in place: times gelu's slopes (MM_GELU_BACKWARD,
-// matmul_backward_input_gelu's epilogue) or added to the residual (MM_RESIDUAL, matmul_forward_residual's:
-// residual_forward's sum, as mm_epilogue_pair's).
-template <int EPI>
-__device__ __forceinline__ __half2 hop_aux_pair(__half2 v, __half2 x) {
-    if constexpr (EPI == MM_GELU_BACKWARD) return cpl::gelu_backward_pair(v, x);
-    const float2 a = __half22float2(v), r = __half22float2(x);
-    return __floats2half2_rn(r.x + a.x, r.y + a.y);
-}
-template <int EPI>
-__device__ __forceinline__ void hop_aux_chunk(uint4& v, const uint4& aux) {
+// A 16-byte chunk of 8 products times gelu's 8 slopes (matmul_backward_input_gelu's epilogue), in place.
+__device__ __forceinline__ void hop_gelu_backward_chunk(uint4& v, const uint4& slope) {
     __half2* w = reinterpret_cast<__half2*>(&v);
-    const __half2* x = reinterpret_cast<const __half2*>(&aux);
+    const __half2* x = reinterpret_cast<const __half2*>(&slope);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) w[j] = hop_aux_pair<EPI>(w[j], x[j]);
+    for (int j = 0; j < 4; ++j) w[j] = cpl::gelu_backward_pair(w[j], x[j]);
 }
 
 // A 16-byte chunk of 8 products to gelu's 8 slopes (in place) and 8 values (matmul_forward_gelu's epilogue).
@@ -554,8 +545,8 @@ __device__ __forceinline__ void hop_finish_sums(const MmStats& st, const float* 
 // 0.271, H200, 2026-12-02).
 // Rows row0 .. row0 + rows - 1 of the staged 64 (by default all; ROWS > 0: the last ROWS, a count ptxas knows), by
 // THREADS threads of which this is thread t. EPI: MM_PLAIN (the rows to out), MM_GELU (their gelu's slopes to out,
-// values to aux), MM_GELU_BACKWARD (the rows times aux's slopes to out), MM_RESIDUAL (the rows plus aux's residual to
-// out). The aux epilogues take two chunks a batch: four spilled in the consumers.
+// values to aux), MM_GELU_BACKWARD (the rows times aux's slopes to out). The gelus take two chunks a batch: four
+// spilled in the consumers.
 template <int EPI, int THREADS = HOP_FINISHERS, int ROWS = 0>
 __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out, __half* aux, int m0, int n0, int M,
                                                  int Nn, int t, int row0 = ROWS ? 64 - ROWS : 0,
@@ -574,12 +565,12 @@ __device__ __forceinline__ void hop_finish_store(const __half* stg, __half* out,
             at[b] = (size_t)(m0 + r) * Nn + n0 + ch * 8;
             if (!ok[b]) continue;
             v[b] = *reinterpret_cast<const uint4*>(stg + r * MM_HOP_OUT_LD + ch * 8);
-            if (mm_reads_aux<EPI>()) x[b] = *reinterpret_cast<const uint4*>(aux + at[b]);
+            if (EPI == MM_GELU_BACKWARD) x[b] = *reinterpret_cast<const uint4*>(aux + at[b]);
         }
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
             if (!ok[b]) continue;
-            if constexpr (mm_reads_aux<EPI>()) hop_aux_chunk<EPI>(v[b], x[b]);
+            if (EPI == MM_GELU_BACKWARD) hop_gelu_backward_chunk(v[b], x[b]);
             if (EPI == MM_GELU) {
                 hop_gelu_forward_chunk(v[b], x[b]);
                 *reinterpret_cast<uint4*>(aux + at[b]) = x[b];
@@ -603,8 +594,7 @@ __device__ __forceinline__ int hop_consumer_gelu_rows(int K) {
 }
 
 // MM_GELU_BACKWARD finishes a staged tile as hop_finish_store does, the rows times the slopes' rows to out, the
-// slopes read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_aux;
-// MM_RESIDUAL's sums the same way, with the same rows, not measured on their own):
+// slopes read HOP_FINISH_AHEAD chunks ahead, the first before the finishers wait for the staging (hop_finish_slope):
 // read a batch at a time after it, their latency left the consumers waiting (H200, 2026-12-02: 0.45 against 0.40 ms
 // for the unfused pair at gpt2's fc projection, when the epilogue still computed the slope; all of a finisher's 22
 // chunks ahead spilled, 16 ahead took 0.44).
@@ -621,7 +611,7 @@ constexpr int HOP_FINISH_AHEAD = 12;
 template <int EPI, int ROWS>
 __device__ __forceinline__ void hop_consumer_finish(const __half* stg, __half* out, __half* aux, int c, int m0, int n0,
                                                     int M, int Nn) {
-    if constexpr ((EPI == MM_GELU || mm_reads_aux<EPI>()) && ROWS > 0) {
+    if constexpr ((EPI == MM_GELU || EPI == MM_GELU_BACKWARD) && ROWS > 0) {
         consumer_sync(c);  // the consumer's rows are whole
         hop_finish_store<EPI, 128, ROWS>(stg, out, aux, m0, n0, M, Nn, threadIdx.x & 127);
     }
@@ -639,22 +629,21 @@ __device__ __forceinline__ long long hop_finish_at(int k, int m0, int n0, int M,
     return ok ? (long long)(m0 + r) * Nn + n0 + ch * 8 : -1;
 }
 
-// aux's chunk k of this finisher (zeros outside the matrix).
+// slope's chunk k of this finisher (zeros outside the matrix).
 template <int CROWS>
-__device__ __forceinline__ uint4 hop_finish_aux_chunk(const __half* aux, int k, int m0, int n0, int M, int Nn) {
+__device__ __forceinline__ uint4 hop_finish_slope(const __half* slope, int k, int m0, int n0, int M, int Nn) {
     const long long at = hop_finish_at<CROWS>(k, m0, n0, M, Nn);
-    return at >= 0 ? *reinterpret_cast<const uint4*>(aux + at) : make_uint4(0u, 0u, 0u, 0u);
+    return at >= 0 ? *reinterpret_cast<const uint4*>(slope + at) : make_uint4(0u, 0u, 0u, 0u);
 }
 
-// Consumer c's staged tile with aux (hop_aux_chunk: the gelu's slopes or the residual), aux's first chunks read before
-// the wait for the staging.
-template <int EPI, int CROWS>
-__device__ __forceinline__ void hop_finish_aux(const __half* stg, __half* out, const __half* aux, int c, int m0, int n0,
-                                               int M, int Nn) {
+// Consumer c's staged tile times the gelu's slopes: their first chunks read before the wait for the staging.
+template <int CROWS>
+__device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __half* out, const __half* slope, int c,
+                                                         int m0, int n0, int M, int Nn) {
     constexpr int BATCH = 4, PER = hop_finish_per<CROWS>();  // BATCH: shared loads before their stores
     uint4 x[HOP_FINISH_AHEAD];
 #pragma unroll
-    for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_aux_chunk<CROWS>(aux, k, m0, n0, M, Nn);
+    for (int k = 0; k < HOP_FINISH_AHEAD; ++k) x[k] = hop_finish_slope<CROWS>(slope, k, m0, n0, M, Nn);
     named_sync(4 + c);
 #pragma unroll
     for (int k0 = 0; k0 < PER; k0 += BATCH) {
@@ -670,18 +659,18 @@ __device__ __forceinline__ void hop_finish_aux(const __half* stg, __half* out, c
         for (int b = 0; b < BATCH; ++b) {
             const int k = k0 + b;
             if (at[b] >= 0) {
-                hop_aux_chunk<EPI>(v[b], x[k % HOP_FINISH_AHEAD]);
+                hop_gelu_backward_chunk(v[b], x[k % HOP_FINISH_AHEAD]);
                 *reinterpret_cast<uint4*>(out + at[b]) = v[b];
             }
             if (k + HOP_FINISH_AHEAD < PER)
-                x[k % HOP_FINISH_AHEAD] = hop_finish_aux_chunk<CROWS>(aux, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
+                x[k % HOP_FINISH_AHEAD] = hop_finish_slope<CROWS>(slope, k + HOP_FINISH_AHEAD, m0, n0, M, Nn);
         }
     }
 }
 
-// Ping-pong (MM_PLAIN or MM_RESIDUAL with TMA loads and 16-byte output rows, where hop_pingpong_pays): each consumer
-// warpgroup a whole 128x128 tile (two m64n128k16 a k16), the block's tiles taken by the consumers in turn (slot s by
-// consumer s % 2), the producer filling one ring of 32 KiB stages with them in slot order. A consumer's products start once
+// Ping-pong (MM_PLAIN with TMA loads and 16-byte output rows, where hop_pingpong_pays): each consumer warpgroup a
+// whole 128x128 tile (two m64n128k16 a k16), the block's tiles taken by the consumers in turn (slot s by consumer
+// s % 2), the producer filling one ring of 32 KiB stages with them in slot order. A consumer's products start once
 // the other's last k-tile is waited on (named barrier 9 + c: so that no consumer waits on a stage's phase more than
 // one ahead of the ring), so that one's epilogue (staging, bulk copies, the next tile's bias) runs under the other's
 // products. The same sums in the same order as mm_hopper's (bias first, then the k-tiles in order): the same bits.
@@ -766,18 +755,10 @@ __device__ __forceinline__ void hop_walk(const HopSchedule& sc, bool leader, Loa
     }
 }
 
-// MM_RESIDUAL: each warp copies the residual's rows of its own 32 staged rows (hop_store's) into them by cp.async as
-// its tile starts, so that they arrive under the products; then adds its rounded products to them a stmatrix's
-// fragments at a time (ldmatrix from the same addresses: the same fragments), and stores the sums' rows, 16 lanes a
-// row. No barrier but the warp's: its rows are its own. The roundings of hop_store then hop_aux_chunk.
-__device__ __forceinline__ int hop_pp_row(int i, int warp, int lane) {  // the local row of a lane's chunk i (0..15)
-    return (i >> 3) * 64 + warp * 16 + (i & 7) * 2 + (lane >> 4);
-}
-template <bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
+template <bool AK, bool BK_MAJOR>
 __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, const __half* __restrict__ A,
                                                    const __half* __restrict__ B, const __half* __restrict__ bias,
-                                                   int M, int Nn, int K, int lda, int ldb, unsigned* counter,
-                                                   const __half* __restrict__ aux = nullptr) {
+                                                   int M, int Nn, int K, int lda, int ldb, unsigned* counter) {
     constexpr int BM = 128, BN = 128, BK = MM_HOP_BK, STAGES = hop_ring_stages<BN, HOP_PP_STAGING>();
     const HopSmem m = hop_ring_smem<BN, HOP_PP_STAGING>();
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
@@ -822,16 +803,6 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
 #pragma unroll
             for (int h = 0; h < 2; ++h) acc[h][f][0] = acc[h][f][2] = b0, acc[h][f][1] = acc[h][f][3] = b1;
         }
-        if constexpr (EPI == MM_RESIDUAL) {  // the warp's residual rows into its staging rows, under the products
-            const int ch = lane & 15, col = n0 + ch * 8;
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                const int lr = hop_pp_row(i, warp, lane);
-                const bool ok = m0 + lr < M && col < Nn;
-                cp_async16(stg + lr * HOP_PP_LD + ch * 8, ok ? aux + (size_t)(m0 + lr) * Nn + col : aux, ok);
-            }
-            cp_async_commit();
-        }
         if (s > 0) turn_sync(c);  // the other consumer has waited on its tile's last stage
         int g = s * KT, kt = 0;
         do {  // a do-while (KT > 0): see hop_consume
@@ -862,45 +833,11 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         wg_fence_acc(acc[1]);
         if (lane == 0) mbar_arrive(&m.empty[(g - 1) % STAGES]);
 
-        const int row = warp * 16 + (lane >> 2);
-        if constexpr (EPI == MM_RESIDUAL) {
-            cp_async_wait<0>();
-            __syncwarp();  // the warp's residual rows are in
-            const int mat = lane >> 3;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                __half* p = stg + (h * 64 + row - (lane >> 2) + (mat & 1) * 8 + (lane & 7)) * HOP_PP_LD + (mat >> 1) * 8;
-#pragma unroll
-                for (int f = 0; f < 16; f += 2) {
-                    unsigned r[4];
-                    ldsm_x4(p + f * 8, r[0], r[1], r[2], r[3]);
-                    const float* a[4] = {&acc[h][f][0], &acc[h][f][2], &acc[h][f + 1][0], &acc[h][f + 1][2]};
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {  // the rounded pair plus the residual's
-                        const unsigned v = pack_half2(a[j][0], a[j][1]);
-                        const __half2 sum = hop_aux_pair<MM_RESIDUAL>(*reinterpret_cast<const __half2*>(&v),
-                                                                      *reinterpret_cast<const __half2*>(&r[j]));
-                        r[j] = *reinterpret_cast<const unsigned*>(&sum);
-                    }
-                    stmatrix_x4(p + f * 8, r[0], r[1], r[2], r[3]);
-                }
-            }
-            __syncwarp();  // the warp's rows are summed
-            const int ch = lane & 15, col = n0 + ch * 8;  // (Nn is a multiple of 8: 16-byte output rows)
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                const int lr = hop_pp_row(i, warp, lane);
-                if (m0 + lr < M && col < Nn)
-                    *reinterpret_cast<uint4*>(out + (size_t)(m0 + lr) * Nn + col) =
-                        *reinterpret_cast<const uint4*>(stg + lr * HOP_PP_LD + ch * 8);
-            }
-            __syncwarp();  // every lane's reads of the rows are done before the warp copies its next tile's in
-            continue;
-        }
         if (s >= 2) {  // this consumer's previous tile's copies have read its staging rows
             if (ctid < BM) bulk_wait_read();
             consumer_sync(c);
         }
+        const int row = warp * 16 + (lane >> 2);
 #pragma unroll
         for (int h = 0; h < 2; ++h) hop_store<true>(stg + h * 64 * HOP_PP_LD, HOP_PP_LD, acc[h], row, n0, M, Nn, true);
         fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
@@ -928,9 +865,8 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const int KT = (K + BK - 1) / BK;
     const int tid = threadIdx.x, wg = tid >> 7;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || EPI == MM_STATS || aligned16(aux));
-    if ((EPI == MM_PLAIN || EPI == MM_RESIDUAL) && vec && vec_out && hop_pingpong_pays(Nn)) {
-        mm_hopper_pingpong<AK, BK_MAJOR, EPI == MM_RESIDUAL ? MM_RESIDUAL : MM_PLAIN>(out, A, B, bias, M, Nn, K, lda,
-                                                                                    ldb, counter, aux);
+    if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn)) {
+        mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb, counter);
         return;
     }
     // MM_PLAIN with the TMA unit's loads and 16-byte output rows: each consumer's staged tile leaves by TMA tensor
@@ -960,11 +896,11 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
                 for (int c = 0; c < 2; ++c) {
                     const __half* stg = m.staging + c * 64 * MM_HOP_OUT_LD;
                     const int m0 = tm * BM + c * 64, n0 = tn * BN;
-                    if constexpr (mm_reads_aux<EPI>()) {
+                    if constexpr (EPI == MM_GELU_BACKWARD) {
                         if (K <= HOP_GELU_SHORT_K)
-                            hop_finish_aux<EPI, HOP_GELU_BACKWARD_ROWS_SHORT_K>(stg, out, aux, c, m0, n0, M, Nn);
+                            hop_finish_gelu_backward<HOP_GELU_BACKWARD_ROWS_SHORT_K>(stg, out, aux, c, m0, n0, M, Nn);
                         else
-                            hop_finish_aux<EPI, HOP_GELU_BACKWARD_ROWS>(stg, out, aux, c, m0, n0, M, Nn);
+                            hop_finish_gelu_backward<HOP_GELU_BACKWARD_ROWS>(stg, out, aux, c, m0, n0, M, Nn);
                     } else {
                         named_sync(4 + c);
                         hop_finish_store<EPI>(stg, out, aux, m0, n0, M, Nn, tid - 32, 0,

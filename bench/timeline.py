@@ -54,26 +54,36 @@ def steps(rows: list[dict]) -> list[tuple[int, int, list[dict]]]:
     return found[WARM_UP:]
 
 
+def spans(start: int, end: int, kernels: list[dict]):
+    """(ns, names of the kernels running) of each span of [start, end) between two starts or ends of kernels."""
+    events = sorted([(max(r["start"], start), 1, i) for i, r in enumerate(kernels)] +
+                    [(min(r["end"], end), -1, i) for i, r in enumerate(kernels)])
+    running, at = {}, start
+    for t, change, i in events:
+        yield max(0, t - at), list(running.values())
+        at = max(at, t)
+        if change > 0:
+            running[i] = kernels[i]["name"]
+        else:
+            del running[i]
+    yield max(0, end - at), list(running.values())
+
+
 def concurrency(start: int, end: int, kernels: list[dict]) -> dict[int, int]:
     """Nanoseconds of [start, end) during which exactly k kernels run, for each k (0: the card idles)."""
-    events = sorted([(max(r["start"], start), 1) for r in kernels] + [(min(r["end"], end), -1) for r in kernels])
-    spans, running, at = defaultdict(int), 0, start
-    for t, change in events:
-        spans[running] += max(0, t - at)
-        at, running = max(at, t), running + change
-    spans[running] += max(0, end - at)
-    return dict(spans)
+    levels = defaultdict(int)
+    for ns, running in spans(start, end, kernels):
+        levels[len(running)] += ns
+    return dict(levels)
 
 
 def shares(start: int, end: int, kernels: list[dict]) -> dict[str, float]:
-    """Nanoseconds of [start, end) charged to each kernel name, every interval split evenly among the kernels running
+    """Nanoseconds of [start, end) charged to each kernel name, every span split evenly among the kernels running
     in it: what a kernel costs the step when the ones beside it share the card (the shares add up to the busy time)."""
-    cuts = sorted({start, end} | {min(max(t, start), end) for r in kernels for t in (r["start"], r["end"])})
     charged = defaultdict(float)
-    for a, b in zip(cuts, cuts[1:]):
-        running = [r["name"] for r in kernels if r["start"] <= a and r["end"] >= b]
+    for ns, running in spans(start, end, kernels):
         for name in running:
-            charged[name] += (b - a) / len(running)
+            charged[name] += ns / len(running)
     return dict(charged)
 
 
@@ -192,14 +202,14 @@ def main() -> None:
     parser.add_argument("--models", default="small")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--trace", help="summarize this saved trace (.csv or .csv.gz) again, no card needed: the "
-                        "markdown to stdout, --device and --date its heading's")
+    parser.add_argument("--trace", help="summarize this saved trace (.csv or .csv.gz) of --models' one model again, "
+                        "no card needed: the markdown to stdout, --device and --date its heading's")
     parser.add_argument("--device", default="the card of the trace")
     parser.add_argument("--date", default="the trace's date")
     args = parser.parse_args()
     if args.trace:
         kernels, calls = read(Path(args.trace))
-        print(markdown(Path(args.trace).name.split("-")[1], summary(steps(kernels), calls), args.device, args.date))
+        print(markdown(args.models, summary(steps(kernels), calls), args.device, args.date))
         return
     library, packed = ROOT / ".timeline" / "cupti_timeline.so", ROOT / ".whl" / "timeline.tar.xz"
     if not library.exists() and packed.exists():  # build.sh's archive, carried with .whl

@@ -136,6 +136,11 @@ def main():
     parser.add_argument("--profile", type=int, default=0, metavar="REPS",
                         help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()
+    launches = [int(k) for k in args.steps_per_launch.split(",")]
+    for k in launches:  # step_ms takes a median over the submissions after three warm-up ones
+        if k < 1 or args.steps % k or args.steps // k < 5:
+            parser.error(f"--steps {args.steps} with --steps-per-launch {k}: the steps must be a multiple of {k} "
+                         f"and give at least 5 submissions; use --steps {max(5 * k, args.steps + -args.steps % k)}")
     ceilings = measure_ceilings()
     print(f"ceilings: fp16 matmul {ceilings['matmul_tflops']:.0f} TFLOP/s, "
           f"copy {ceilings['copy_tbps']:.2f} TB/s", flush=True)
@@ -144,7 +149,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="coppelius-bench-"))
     for model in args.models.split(","):
         batch = BATCH[model]
-        first, *others = [int(k) for k in args.steps_per_launch.split(",")]
+        first, *others = launches
         ours, python_host, info = coppelius_ms(model, batch, args.steps, work, args.profile, first)
         plan = info["plan"]
         per_launch = {first: {"coppelius_ms": ours, "python_host_ms": python_host, "same_losses": True}}

@@ -77,21 +77,28 @@ constexpr int SPREAD_CHUNK = 32 * SPREAD_LANE;
 constexpr int SPREAD_INFLIGHT = 64;
 }  // namespace eb
 
-// L consecutive channels of a row as raw fp16 bits, 0 at or past end (L = PACK: one 16-byte access, L = 2: one of
-// 4 bytes when vec), loaded now and converted when used, so that many loads are in flight before the first use.
-template <int L>
-__device__ __forceinline__ void load_lane(unsigned (&w)[L / 2], const __half* p, i64 i, i64 end, bool vec) {
-    if constexpr (L == PACK) {
-        const uint4 u = load_raw(p, i, end, vec);
+// L consecutive channels of a row as raw fp16 bits, 0 at or past end, loaded now and converted when used, so that
+// many loads are in flight before the first use. VEC: one access (L = PACK: 16 bytes, L = 2: 4 bytes), i and end
+// multiples of L (so a lane's channels lie all below end or all past it); else one access a channel. VEC is a
+// template argument, not a branch at every load: with both paths in each of the unrolled loads the kernel's code
+// was 430 KB (now 184), and its warps stalled on instruction fetch more than on anything else (no_instruction 43%
+// of the stall samples at small's sizes). Small's kernel alone 35.4 -> 33.4 us, in the step's timeline 43.6 -> 34.0
+// us alone; gpt2's 229.4 -> 231.5 (H100, 2026-12-06; bench/results/encoder_vec_ab-2026-12-06-h100.txt).
+template <int L, bool VEC>
+__device__ __forceinline__ void load_lane(unsigned (&w)[L / 2], const __half* p, i64 i, i64 end) {
+    static_assert(L == PACK || L == 2, "a lane's channels: 8 or 2");
+    if constexpr (VEC && L == PACK) {
+        const uint4 u = i < end ? *reinterpret_cast<const uint4*>(p + i) : make_uint4(0, 0, 0, 0);
         w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+    } else if constexpr (VEC) {
+        w[0] = i < end ? *reinterpret_cast<const unsigned*>(p + i) : 0u;
     } else {
-        static_assert(L == 2, "a lane's channels: 8 or 2");
-        if (vec && i + 2 <= end) {
-            w[0] = *reinterpret_cast<const unsigned*>(p + i);
-            return;
+#pragma unroll
+        for (int k = 0; k < L / 2; ++k) {
+            const unsigned lo = i + 2 * k < end ? __half_as_ushort(p[i + 2 * k]) : 0u;
+            const unsigned hi = i + 2 * k + 1 < end ? __half_as_ushort(p[i + 2 * k + 1]) : 0u;
+            w[k] = lo | hi << 16;
         }
-        const unsigned lo = i < end ? __half_as_ushort(p[i]) : 0u, hi = i + 1 < end ? __half_as_ushort(p[i + 1]) : 0u;
-        w[0] = lo | hi << 16;
     }
 }
 
@@ -109,14 +116,14 @@ __device__ __forceinline__ void add_lane(float (&acc)[L], const unsigned (&w)[L 
 // row[c .. c + L) = old + acc, each rounded to nearest even (channels at or past end untouched). old enters as
 // 0 + old, the same sum: (0 + old) + acc and old + acc differ only for old = acc = -0, and acc, summed from +0, is
 // never -0.
-template <int L>
-__device__ __forceinline__ void store_lane(__half* row, int c, int end, bool vec, const unsigned (&old)[L / 2],
+template <int L, bool VEC>
+__device__ __forceinline__ void store_lane(__half* row, int c, int end, const unsigned (&old)[L / 2],
                                            const float (&acc)[L]) {
     float w[L] = {};
     add_lane<L>(w, old);
 #pragma unroll
     for (int e = 0; e < L; ++e) w[e] = w[e] + acc[e];
-    if (vec && c + L <= end) {
+    if (VEC && c + L <= end) {
         unsigned u[L / 2];
 #pragma unroll
         for (int k = 0; k < L / 2; ++k) {
@@ -136,15 +143,15 @@ __device__ __forceinline__ void store_lane(__half* row, int c, int end, bool vec
 
 // The dout rows (channels c .. c + L) of up to F positions q0 .. q0 + count of the H * 32 that lanes hold (`held`:
 // a position a lane, register q / 32), summed into acc in that order, every load in flight before the first add.
-template <int L, int F, int H>
+template <int L, int F, int H, bool VEC>
 __device__ __forceinline__ void add_rows(float (&acc)[L], const __half* dout, const int (&held)[H], int q0, int count,
-                                         int c, int C, bool vec) {
+                                         int c, int C) {
     unsigned x[F][L / 2];
 #pragma unroll
     for (int q = 0; q < F; ++q) {
         if (q >= count) break;  // (warp-uniform)
         const i64 row = (i64)__shfl_sync(FULL, held[H > 1 ? q / 32 : 0], (q0 + q) & 31) * C;
-        load_lane<L>(x[q], dout, row + c, row + C, vec);
+        load_lane<L, VEC>(x[q], dout, row + c, row + C);
     }
 #pragma unroll
     for (int q = 0; q < F; ++q) {
@@ -155,9 +162,9 @@ __device__ __forceinline__ void add_rows(float (&acc)[L], const __half* dout, co
 
 // The positions order[s + i .. s + end) summed into acc in order, F a batch: H * 32 positions read at once (H a
 // lane), the next H * 32 read while these rows load.
-template <int L, int F>
+template <int L, int F, bool VEC>
 __device__ __forceinline__ void add_positions(float (&acc)[L], const __half* dout, const int* order, int s, int i,
-                                              int end, int c, int C, bool vec) {
+                                              int end, int c, int C) {
     constexpr int H = F > 32 ? F / 32 : 1;  // (H > 1: F = 32 H, one batch a read)
     const int lane = threadIdx.x & 31;
     int held[H];
@@ -171,7 +178,7 @@ __device__ __forceinline__ void add_positions(float (&acc)[L], const __half* dou
             next[h] = j < end ? order[s + j] : 0;
         }
         for (int q0 = 0; q0 < 32 * H && i + q0 < end; q0 += F)
-            add_rows<L, F, H>(acc, dout, held, q0, min(F, end - i - q0), c, C, vec);
+            add_rows<L, F, H, VEC>(acc, dout, held, q0, min(F, end - i - q0), c, C);
 #pragma unroll
         for (int h = 0; h < H; ++h) held[h] = next[h];
     }
@@ -269,12 +276,13 @@ extern "C" __global__ void __launch_bounds__(1024)
 }
 
 namespace cpl {
-// encoder_backward's block (group, chunk): a lane L channels of the chunk's 32 L, F dout rows in flight a warp.
-template <int L, int F>
+// encoder_backward's block (group, chunk): a lane L channels of the chunk's 32 L, F dout rows in flight a warp,
+// each a VEC access (load_lane).
+template <int L, int F, bool VEC>
 __device__ __forceinline__ void encoder_backward_blocks(__half* dwte, __half* dwpe, const __half* dout,
                                                         const int* order, const int* first, int B, int T, int C,
-                                                        int Vp, bool vec, float (&sums)[eb::SEGMENTS][eb::CHUNK],
-                                                        int group, int chunk) {
+                                                        int Vp, float (&sums)[eb::SEGMENTS][eb::CHUNK], int group,
+                                                        int chunk) {
     using namespace cpl::eb;
     constexpr int CH = 32 * L;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -291,7 +299,7 @@ __device__ __forceinline__ void encoder_backward_blocks(__half* dwte, __half* dw
             for (int q = 0; q < F; ++q) {  // all in flight before the first add
                 if (b0 + q >= B) break;    // (warp-uniform)
                 const i64 row = ((i64)(b0 + q) * T + t) * C;
-                load_lane<L>(x[q], dout, row + c, row + C, vec);
+                load_lane<L, VEC>(x[q], dout, row + c, row + C);
             }
 #pragma unroll
             for (int q = 0; q < F; ++q) {
@@ -300,7 +308,7 @@ __device__ __forceinline__ void encoder_backward_blocks(__half* dwte, __half* dw
             }
         }
         const unsigned zero[L / 2] = {};
-        store_lane<L>(dwpe + (i64)t * C, c, C, vec, zero, s);
+        store_lane<L, VEC>(dwpe + (i64)t * C, c, C, zero, s);
         return;
     }
 
@@ -311,10 +319,10 @@ __device__ __forceinline__ void encoder_backward_blocks(__half* dwte, __half* dw
         if (n > 0 && n <= SEGMENTS) {  // warp-uniform; lanes past C add zeros and take part in the shuffles
             __half* row = dwte + (i64)v * C;
             unsigned old[L / 2];
-            load_lane<L>(old, row, c, C, vec);  // in flight with the positions
+            load_lane<L, VEC>(old, row, c, C);  // in flight with the positions
             float acc[L] = {};
-            add_positions<L, F>(acc, dout, order, s, 0, n, c, C, vec);
-            if (c < C) store_lane<L>(row, c, C, vec, old, acc);
+            add_positions<L, F, VEC>(acc, dout, order, s, 0, n, c, C);
+            if (c < C) store_lane<L, VEC>(row, c, C, old, acc);
         }
     }
     for (int k = 0; k < rows; ++k) {  // the long rows: every warp one run, block-uniform
@@ -324,7 +332,7 @@ __device__ __forceinline__ void encoder_backward_blocks(__half* dwte, __half* dw
         if (n <= SEGMENTS) continue;
         const int length = (n + SEGMENTS - 1) / SEGMENTS, begin = min(n, warp * length);
         float acc[L] = {};
-        add_positions<L, F>(acc, dout, order, s, begin, min(n, begin + length), c, C, vec);
+        add_positions<L, F, VEC>(acc, dout, order, s, begin, min(n, begin + length), c, C);
 #pragma unroll
         for (int e = 0; e < L; ++e) sums[warp][lane * L + e] = acc[e];
         __syncthreads();
@@ -355,13 +363,20 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     __shared__ float sums[SEGMENTS][CHUNK];  // the long rows' runs, a warp's a row
     const auto bits = reinterpret_cast<unsigned long long>(dout) | reinterpret_cast<unsigned long long>(dwte) |
                       reinterpret_cast<unsigned long long>(dwpe);
-    if (rows_per_block(Vp) == 1)
-        encoder_backward_blocks<SPREAD_LANE, SPREAD_INFLIGHT>(dwte, dwpe, dout, order, first, B, T, C, Vp,
-                                                              C % 2 == 0 && (bits & 3) == 0, sums, blockIdx.y,
-                                                              blockIdx.x);
+    // unaligned rows (an odd width, or planes off 4 or 16 bytes) take one channel an access and one row at a time:
+    // the same sums in the same order, in little code
+    if (rows_per_block(Vp) == 1 && C % 2 == 0 && (bits & 3) == 0)
+        encoder_backward_blocks<SPREAD_LANE, SPREAD_INFLIGHT, true>(dwte, dwpe, dout, order, first, B, T, C, Vp, sums,
+                                                                    blockIdx.y, blockIdx.x);
+    else if (rows_per_block(Vp) == 1)
+        encoder_backward_blocks<SPREAD_LANE, 1, false>(dwte, dwpe, dout, order, first, B, T, C, Vp, sums, blockIdx.y,
+                                                       blockIdx.x);
+    else if (C % PACK == 0 && (bits & 15) == 0)
+        encoder_backward_blocks<PACK, INFLIGHT, true>(dwte, dwpe, dout, order, first, B, T, C, Vp, sums, blockIdx.x,
+                                                      blockIdx.y);
     else
-        encoder_backward_blocks<PACK, INFLIGHT>(dwte, dwpe, dout, order, first, B, T, C, Vp,
-                                                C % PACK == 0 && (bits & 15) == 0, sums, blockIdx.x, blockIdx.y);
+        encoder_backward_blocks<PACK, 1, false>(dwte, dwpe, dout, order, first, B, T, C, Vp, sums, blockIdx.x,
+                                                blockIdx.y);
 }
 
 #endif

@@ -674,18 +674,20 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // the other's last k-tile is waited on (named barrier 9 + c: so that no consumer waits on a stage's phase more than
 // one ahead of the ring), so that one's epilogue (staging, bulk copies, the next tile's bias) runs under the other's
 // products. The same sums in the same order as mm_hopper's (bias first, then the k-tiles in order): the same bits.
-// Why only where 128x256 tiles would leave a fifth or more of their columns empty (small's Nn = 384: its attn proj
-// 0.0148 ms against 0.0187): elsewhere the 128x128 tiles' 33% more L2-to-shared bytes a FLOP cost more than the idle
-// tensor pipe they win back (gpt2's qkv 0.217 against 0.189, its lm head 5.26 against 3.89; H200, 2026-12-02,
-// bench/experiments/matmul_forward_ab.py), at any K (small's fc proj forward, K = 1536: 0.0464 against 0.0469-0.0490;
-// its qkv input gradient, K = 1152: the same, 0.037; H200, 2026-12-03).
+// Why only where 128x256 tiles would leave a tenth or more of their columns empty (small's Nn = 384: its attn proj
+// 0.0148 ms against 0.0187; its qkv, Nn = 1152, ~39 -> ~36 us a launch in the step and the step 3.660 -> 3.615 ms
+// with the encoder change beside it, H100, 2026-12-06, bench/results/step_tail_ab-2026-12-06-h100.txt and
+// encoder_vec_ab-2026-12-06-h100.txt; a fifth before): elsewhere the 128x128 tiles' 33% more L2-to-shared bytes a
+// FLOP cost more than the idle tensor pipe they win back (gpt2's qkv 0.217 against 0.189, its lm head 5.26 against
+// 3.89; H200, 2026-12-02, bench/experiments/matmul_forward_ab.py), at any K (small's fc proj forward, K = 1536:
+// 0.0464 against 0.0469-0.0490; its qkv input gradient, K = 1152: the same, 0.037; H200, 2026-12-03).
 // Measured and dropped (H200, 2026-12-05; bench/experiments/matmul_pingpong_{multicast,gelu}.patch, their runs
 // in bench/results/matmul_pingpong_*-2026-12-05.txt): clusters of 2 walking pairs of row tiles, each block
 // multicasting half of B's k-tile into both (24 KiB a k-tile from L2 instead of 32), the same bits but 6-8% slower
 // at small's Nn 384 (attn proj 0.0151 -> 0.0161 ms, fc proj 0.0382 -> 0.0404): L2-to-shared bytes are not what holds
 // the ping-pong; and the gelu epilogues here at K 384 (each consumer finishing its own tile): small's fc forward
 // 0.0583 -> 0.0603, fc proj input gradient 0.0507 -> 0.0554.
-__device__ __forceinline__ bool hop_pingpong_pays(int Nn) { return 5 * ((Nn + 255) / 256 * 256 - Nn) >= Nn; }
+__device__ __forceinline__ bool hop_pingpong_pays(int Nn) { return 10 * ((Nn + 255) / 256 * 256 - Nn) >= Nn; }
 constexpr int HOP_PP_LD = 136;  // halves a row of a consumer's 128x128 staging (+16 bytes, as MM_HOP_OUT_LD)
 constexpr int HOP_PP_STAGING = 2 * 128 * HOP_PP_LD;  // halves of both consumers' stagings (hop_ring_smem)
 __device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The step's context copied by a kernel instead of a copy-engine node (bench/experiments/host_copy_kernel.patch;
+# forty-fourth session, written without a card). One lent-card call from the repository root, carry [".whl"], logs
+# under $OUT (~7 minutes warm): (1) the native host's GPU tests on the patched tree (the native host, whose cuda
+# device the patch changes, must repeat the Python host bit for bit, at 1, 2 and 3 steps a launch); (2) tiny's and
+# small's step A/B (schedule_ab.py, 3 rounds) of this tree against the patched one; (3) small's timeline on the
+# patched tree while time is left (the boundary: the first kernel had started 14-27 us after the copy ended).
+set -u
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
+tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
+tar -xJf .whl/timeline.tar.xz -C .  # .timeline/: copied into the patched tree below
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
+rm -rf /tmp/hc && mkdir -p /tmp/hc && tar -cf - --exclude=./.whl --exclude=./.git . | tar -xf - -C /tmp/hc
+(cd /tmp/hc && patch -s -p1 < bench/experiments/host_copy_kernel.patch) || exit 1
+(cd /tmp/hc && PYTHONPATH=/tmp/site:/tmp/hc timeout 200 python3 -m pytest -q -s -m gpu tests/gpu/test_native_gpu.py \
+    -p no:cacheprovider -k "several_steps or repeats_the_python" > "$OUT/tests.log" 2>&1)
+grep -E "same losses|native vs python|passed|failed|Error" "$OUT/tests.log" | tail -6
+for model in tiny small; do
+    echo "== schedule_ab $model"
+    AB_ROUNDS=3 timeout 150 python3 bench/experiments/schedule_ab.py "$OUT/ab-$model" $model 30 base= \
+        copykernel=tree=/tmp/hc 2>&1 | tee "$OUT/ab-$model.log" | grep -E "^round|rror|Traceback"
+    rm -rf "$OUT/ab-$model"/*/
+done
+left=$((570 - SECONDS))
+echo "== timeline small, patched ($left s left)"
+[ $left -gt 70 ] && (cd /tmp/hc && PYTHONPATH=/tmp/site:/tmp/hc timeout $((left - 10)) python3 bench/timeline.py \
+    --models small --out "$OUT" > "$OUT/timeline.log" 2>&1; grep -A3 "boundary" "$OUT"/timeline-small-*.md | head -4)

@@ -3,8 +3,9 @@
 # forty-fourth session, written without a card). One lent-card call from the repository root, carry [".whl"], logs
 # under $OUT (~7 minutes warm): (1) the native host's GPU tests on the patched tree (the native host, whose cuda
 # device the patch changes, must repeat the Python host bit for bit, at 1, 2 and 3 steps a launch); (2) tiny's and
-# small's step A/B (schedule_ab.py, 3 rounds) of this tree against the patched one; (3) small's timeline on the
-# patched tree while time is left (the boundary: the first kernel had started 14-27 us after the copy ended).
+# small's step A/B (schedule_ab.py, 3 rounds) of this tree against the patched one; (3) tiny's timeline on both
+# trees, small's on the patched one while time is left (the boundary: the first kernel had started 14-27 us after
+# the copy ended).
 set -u
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
@@ -22,7 +23,11 @@ for model in tiny small; do
         copykernel=tree=/tmp/hc 2>&1 | tee "$OUT/ab-$model.log" | grep -E "^round|rror|Traceback"
     rm -rf "$OUT/ab-$model"/*/
 done
+# (3) timelines: tiny on both trees (its step boundary against its ~150 us period), then small on the patched one
+mkdir -p "$OUT/base" "$OUT/copykernel"
+timeout 90 python3 bench/timeline.py --models tiny --out "$OUT/base" > "$OUT/base/timeline.log" 2>&1
 left=$((570 - SECONDS))
-echo "== timeline small, patched ($left s left)"
-[ $left -gt 70 ] && (cd /tmp/hc && PYTHONPATH=/tmp/site:/tmp/hc timeout $((left - 10)) python3 bench/timeline.py \
-    --models small --out "$OUT" > "$OUT/timeline.log" 2>&1; grep -A3 "boundary" "$OUT"/timeline-small-*.md | head -4)
+echo "== timelines on the patched tree ($left s left)"
+[ $left -gt 60 ] && (cd /tmp/hc && PYTHONPATH=/tmp/site:/tmp/hc timeout $((left - 10)) python3 bench/timeline.py \
+    --models tiny,small --out "$OUT/copykernel" > "$OUT/copykernel/timeline.log" 2>&1)
+grep -h "^# Step\|^Median\|boundary" "$OUT"/base/timeline-*.md "$OUT"/copykernel/timeline-*.md

@@ -136,9 +136,11 @@ def main():
     parser.add_argument("--profile", type=int, default=0, metavar="REPS",
                         help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()
-    launches = [int(k) for k in args.steps_per_launch.split(",")]
+    launches = [int(k) for k in args.steps_per_launch.split(",") if k.isdigit() and 1 <= int(k) <= 8]
+    if len(launches) != len(args.steps_per_launch.split(",")):
+        parser.error(f"--steps-per-launch {args.steps_per_launch}: give whole numbers from 1 to 8, comma-separated")
     for k in launches:  # step_ms takes a median over the submissions after three warm-up ones
-        if k < 1 or args.steps % k or args.steps // k < 5:
+        if args.steps % k or args.steps // k < 5:
             parser.error(f"--steps {args.steps} with --steps-per-launch {k}: the steps must be a multiple of {k} "
                          f"and give at least 5 submissions; use --steps {max(5 * k, args.steps + -args.steps % k)}")
     ceilings = measure_ceilings()

@@ -101,15 +101,9 @@ def gaps(start: int, end: int, kernels: list[dict]) -> list[tuple[int, str, str]
 
 
 def alone(kernel: dict, others: list[dict]) -> int:
-    """Nanoseconds of the kernel's run during which no other kernel runs."""
-    overlaps = sorted((max(o["start"], kernel["start"]), min(o["end"], kernel["end"])) for o in others
-                      if o is not kernel and o["start"] < kernel["end"] and o["end"] > kernel["start"])
-    covered, until = 0, kernel["start"]
-    for a, b in overlaps:
-        a = max(a, until)
-        if b > a:
-            covered, until = covered + b - a, b
-    return kernel["end"] - kernel["start"] - covered
+    """Nanoseconds of the kernel's run during which no other kernel runs (`others` may hold it)."""
+    beside = [o for o in others if o is not kernel and o["start"] < kernel["end"] and o["end"] > kernel["start"]]
+    return sum(ns for ns, running in spans(kernel["start"], kernel["end"], beside) if not running)
 
 
 def boundary(kernels: list[dict], next_start: int, calls: list[dict]) -> dict | None:

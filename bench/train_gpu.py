@@ -136,9 +136,12 @@ def main():
     parser.add_argument("--profile", type=int, default=0, metavar="REPS",
                         help="also time the update piece command by command, median of REPS replays")
     args = parser.parse_args()
-    launches = [int(k) for k in args.steps_per_launch.split(",") if k.isdigit() and 1 <= int(k) <= 8]
-    if len(launches) != len(args.steps_per_launch.split(",")):
-        parser.error(f"--steps-per-launch {args.steps_per_launch}: give whole numbers from 1 to 8, comma-separated")
+    from coppelius.formats.program import MAX_STEPS_PER_LAUNCH
+    asked = args.steps_per_launch.split(",")
+    launches = [int(k) for k in asked if k.isdigit() and 1 <= int(k) <= MAX_STEPS_PER_LAUNCH]
+    if len(launches) != len(asked):
+        parser.error(f"--steps-per-launch {args.steps_per_launch}: give whole numbers from 1 to "
+                     f"{MAX_STEPS_PER_LAUNCH}, comma-separated")
     for k in launches:  # step_ms takes a median over the submissions after three warm-up ones
         if args.steps % k or args.steps // k < 5:
             parser.error(f"--steps {args.steps} with --steps-per-launch {k}: the steps must be a multiple of {k} "

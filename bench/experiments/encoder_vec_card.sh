@@ -7,19 +7,13 @@
 # patch at 32 rows in flight), head (the encoder before the patch and qkv off the ping-pong: the tree before both);
 # (3) small at 1, 2 and 4 steps a launch (train_gpu.py) while time is left.
 set -u
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
-tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
+source "$(dirname "$0")/card_env.sh"
 tests=(python3 -m pytest -q -s -m gpu tests/gpu/test_kernels_gpu.py -p no:cacheprovider)
 timeout 150 "${tests[@]}" -k "encoder" > "$OUT/tests.log" 2>&1
 grep -E "encoder_sort \+|passed|failed|Error" "$OUT/tests.log" | tail -6
 timeout 100 compute-sanitizer --tool memcheck --report-api-errors no "${tests[@]}" \
     -k "encoder_backward and not model_sized" > "$OUT/memcheck.log" 2>&1
 echo "== memcheck"; tail -2 "$OUT/memcheck.log"
-variant() {  # NAME: a copy of this tree
-    rm -rf "/tmp/$1" && mkdir -p "/tmp/$1" && tar -cf - --exclude=./.whl --exclude=./.git . | tar -xf - -C "/tmp/$1"
-}
 inflight() { sed -i "s/constexpr int SPREAD_INFLIGHT = 64;/constexpr int SPREAD_INFLIGHT = $2;/" "/tmp/$1/coppelius/kernels/cuda/encoder.cuh"; }
 variant vec32 && inflight vec32 32
 variant old32 && (cd /tmp/old32 && patch -s -R -p1 < bench/experiments/encoder_vec.patch) && inflight old32 32

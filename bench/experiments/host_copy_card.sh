@@ -7,12 +7,9 @@
 # trees, small's on the patched one while time is left (the boundary: the first kernel had started 14-27 us after
 # the copy ended).
 set -u
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
-tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
-tar -xJf .whl/timeline.tar.xz -C .  # .timeline/: copied into the patched tree below
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
-rm -rf /tmp/hc && mkdir -p /tmp/hc && tar -cf - --exclude=./.whl --exclude=./.git . | tar -xf - -C /tmp/hc
+source "$(dirname "$0")/card_env.sh"
+tar -xJf .whl/timeline.tar.xz -C .  # .timeline/: copied into the patched tree
+variant hc
 (cd /tmp/hc && patch -s -p1 < bench/experiments/host_copy_kernel.patch) || exit 1
 (cd /tmp/hc && PYTHONPATH=/tmp/site:/tmp/hc timeout 200 python3 -m pytest -q -s -m gpu tests/gpu/test_native_gpu.py \
     -p no:cacheprovider -k "several_steps or repeats_the_python" > "$OUT/tests.log" 2>&1)

@@ -8,11 +8,8 @@
 # compute-sanitizer's memcheck and racecheck on two ragged shapes (the finishers with rows past M, the element-wise
 # output).
 set -u
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
-tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
-rm -rf /tmp/fused && mkdir -p /tmp/fused && tar -cf - --exclude=./.whl --exclude=./.git . | tar -xf - -C /tmp/fused
+source "$(dirname "$0")/card_env.sh"
+variant fused
 (cd /tmp/fused && patch -s -p1 < bench/experiments/matmul_residual.patch) && grep -c "matmul_forward_residual" \
     /tmp/fused/coppelius/plan/graph.py
 F=tests/gpu/test_tensor_cores_gpu.py

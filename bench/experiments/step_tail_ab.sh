@@ -14,13 +14,7 @@
 #   2. encoder_backward under Nsight Compute at small's sizes (tests/gpu/test_kernels_gpu.py's model_sized case,
 #      Zipf tokens): 44-46 us in the step against ~4 us of bytes; the profile says what a block waits on.
 set -u
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
-tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
-variant() {  # NAME: a copy of this tree
-    rm -rf "/tmp/$1" && mkdir -p "/tmp/$1" && tar -cf - --exclude=./.whl --exclude=./exp --exclude=./.git . | tar -xf - -C "/tmp/$1"
-}
+source "$(dirname "$0")/card_env.sh"
 variant qkvpp && sed -i 's/return 5 \* ((Nn + 255)/return 10 * ((Nn + 255)/' /tmp/qkvpp/coppelius/kernels/cuda/matmul_hopper.cuh
 variant nfsplit && (cd /tmp/nfsplit && patch -s -p1 < bench/experiments/nonfinite_split.patch)
 for v in inf32:32:2 inf128:128:1; do

@@ -5,10 +5,7 @@
 # launch against the peer's whole-step graph. TESTS_ONLY=1: (1) alone (~3 minutes warm); BENCH_ONLY=1: (2) alone,
 # KS the steps a launch to bench (default 1,2; STEPS, default 24, must be a multiple of each).
 set -u
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
-tar -xJf .whl/ziglang-0.17.1-trimmed.tar.xz -C /tmp/site
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv
+source "$(dirname "$0")/card_env.sh"
 [ -z "${BENCH_ONLY:-}" ] && timeout 240 python3 -m pytest -q -s -m gpu tests/gpu/test_native_gpu.py -p no:cacheprovider \
     -k "several_steps or repeats_the_python" > "$OUT/tests.log" 2>&1
 [ -z "${BENCH_ONLY:-}" ] && grep -E "same losses|native vs python|passed|failed|Error" "$OUT/tests.log" | tail -8

@@ -2,7 +2,8 @@
 `git archive` of a base commit or a copy with one constant changed) and environment variables; each variant's chain
 built in its own process (in parallel), then the native host ELFs run in turn, AB_ROUNDS rounds, the median step time
 of each run and its first and last losses printed (a variant that keeps the bits keeps them equal). Every variant
-trains on one corpus (train_gpu.py's, of this tree's sources).
+trains on one corpus (train_gpu.py's, of this tree's sources). A variant's STEPS_PER_LAUNCH=K builds it at K steps a
+launch (STEPS a multiple of K).
     python bench/experiments/schedule_ab.py OUT MODEL STEPS NAME=[tree=PATH,][VAR=VALUE,...] ...
 e.g. base=tree=/tmp/base new= (sm_90 card, from the root; /tmp/site on PYTHONPATH as bench/gpu_session.sh sets it)."""
 import json
@@ -20,7 +21,7 @@ import json, sys
 from pathlib import Path
 sys.path[:0] = [{root!r}, {bench!r}, {tests!r}]
 from train_gpu import build_gpu
-print(json.dumps(build_gpu({model!r}, {batch}, {steps}, Path({work!r}))))
+print(json.dumps(build_gpu({model!r}, {batch}, {steps}, Path({work!r}), {per_launch})))
 """
 
 
@@ -46,14 +47,15 @@ def main(out: str, model: str, steps: int, specs: list[str]) -> None:
     variants = dict(s.split("=", 1) for s in specs)
     root.mkdir(parents=True, exist_ok=True)
     write_corpus(corpus)  # one corpus for every variant
-    builds = {}
+    builds, per_launch = {}, {}
     for name, spec in variants.items():
         work = root / name
         work.mkdir(parents=True, exist_ok=True)
         tree, env = variant(spec)
         env["BENCH_CORPUS"] = str(corpus)
+        per_launch[name] = int(env.get("STEPS_PER_LAUNCH", "1"))
         code = BUILD.format(root=str(tree), bench=str(tree / "bench"), tests=str(tree / "tests"), model=model,
-                            batch=batch, steps=steps, work=str(work))
+                            batch=batch, steps=steps, work=str(work), per_launch=per_launch[name])
         builds[name] = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, stdout=subprocess.PIPE,
                                         text=True)
     paths = {}
@@ -68,8 +70,9 @@ def main(out: str, model: str, steps: int, specs: list[str]) -> None:
             run_native(paths[name], run)
             record = result.read(run / "result.json")
             losses = [s["loss"] for s in record["steps"]]
-            print(f"round {r} {name:>12}: {step_ms(record):.4f} ms a step; losses first {losses[0]!r} last "
-                  f"{losses[-1]!r}", flush=True)
+            ms = step_ms(record, per_launch[name])
+            print(f"round {r} {name:>12}: {ms:.4f} ms a step; losses first {losses[0]!r} last {losses[-1]!r}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The forwards' 128x256 tiles in pairs (a cluster of 2 sharing B's k-tiles by TMA multicast;
+# bench/experiments/matmul_pairs.patch, forty-fifth session), checked and timed in one lent-card call from the root of
+# the patched tree, carry [".whl"], logs under $OUT (~8 minutes warm): both cubins compiled here; the matmul
+# tensor-core tests and racecheck on the patched one; small's step A/B (schedule_ab.py, 3 rounds); each cubin's
+# launches alone from its own tree (matmul_forward_ab.py) while time is left.
+set -u
+source "$(dirname "$0")/card_env.sh"
+variant base
+(cd /tmp/base && patch -s -R -p1 < bench/experiments/matmul_pairs.patch) || exit 1
+cubin() { (cd "$1" && python3 -c "from coppelius.realize.nvrtc import compile_cubin
+open('$2', 'wb').write(compile_cubin('sm_90', cached=False)[0])"); }
+cubin /tmp/base /tmp/base.cubin & cubin . /tmp/pairs.cubin & wait
+tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -x -p no:cacheprovider)
+COPPELIUS_TC_CUBIN=/tmp/pairs.cubin timeout 200 "${tests[@]}" -k "test_matmul" > "$OUT/tests.txt" 2>&1
+echo "== tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
+grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
+COPPELIUS_TC_CUBIN=/tmp/pairs.cubin timeout 100 compute-sanitizer --tool racecheck --report-api-errors no \
+    "${tests[@]}" -k "test_matmul and (8999-96-1000 or 9000-136-200)" > "$OUT/racecheck.txt" 2>&1
+echo "== racecheck"; tail -2 "$OUT/racecheck.txt"
+AB_ROUNDS=3 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base pairs= \
+    2>&1 | tee "$OUT/ab-small.log" | grep -E "^round|rror|Traceback"
+rm -rf "$OUT/ab-small"
+for tree in /tmp/base .; do
+    name=$( [ "$tree" = . ] && echo pairs || echo base )
+    left=$((580 - SECONDS)); [ $left -lt 40 ] && break
+    (cd $tree && timeout $((left - 5)) python3 bench/experiments/matmul_forward_ab.py /tmp/$name.cubin) \
+        > "$OUT/ab-$name.txt" 2>&1
+    echo "== $name alone"; grep -E "^0 .*(gelu|lm head|gpt2 qkv)|Error|Traceback" "$OUT/ab-$name.txt"
+done

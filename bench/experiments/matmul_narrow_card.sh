@@ -6,11 +6,7 @@
 # racecheck on the patched cubin, then small's step A/B (schedule_ab.py, 3 rounds).
 set -u
 source "$(dirname "$0")/card_env.sh"
-variant base
-(cd /tmp/base && patch -s -R -p1 < bench/experiments/matmul_narrow.patch) || exit 1
-cubin() { (cd "$1" && python3 -c "from coppelius.realize.nvrtc import compile_cubin
-open('$2', 'wb').write(compile_cubin('sm_90', cached=False)[0])"); }
-cubin /tmp/base /tmp/base.cubin & cubin . /tmp/narrow.cubin & wait
+unpatched_cubins bench/experiments/matmul_narrow.patch narrow || exit 1
 for tree in /tmp/base .; do
     name=$( [ "$tree" = . ] && echo narrow || echo base )
     (cd $tree && timeout 100 python3 bench/experiments/matmul_forward_ab.py /tmp/$name.cubin) > "$OUT/ab-$name.txt" 2>&1

@@ -6,11 +6,7 @@
 # launches alone from its own tree (matmul_forward_ab.py) while time is left.
 set -u
 source "$(dirname "$0")/card_env.sh"
-variant base
-(cd /tmp/base && patch -s -R -p1 < bench/experiments/matmul_pairs.patch) || exit 1
-cubin() { (cd "$1" && python3 -c "from coppelius.realize.nvrtc import compile_cubin
-open('$2', 'wb').write(compile_cubin('sm_90', cached=False)[0])"); }
-cubin /tmp/base /tmp/base.cubin & cubin . /tmp/pairs.cubin & wait
+unpatched_cubins bench/experiments/matmul_pairs.patch pairs || exit 1
 tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -x -p no:cacheprovider)
 COPPELIUS_TC_CUBIN=/tmp/pairs.cubin timeout 200 "${tests[@]}" -k "test_matmul" > "$OUT/tests.txt" 2>&1
 echo "== tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4

@@ -20,3 +20,21 @@ unpatched_cubins() {
     variant base && (cd /tmp/base && patch -s -R -p1 < "$1") || return 1
     cubin /tmp/base /tmp/base.cubin & cubin . "/tmp/$2.cubin" & wait
 }
+# matmul_checks NAME SHAPES SANITIZED ROUNDS (after unpatched_cubins): /tmp/NAME.cubin's matmul tensor-core tests
+# (SHAPES: test ids joined by "or"; empty: all of them), memcheck and racecheck at SANITIZED, then small's step A/B,
+# /tmp/base against this tree (schedule_ab.py, ROUNDS rounds); each log under $OUT and its tail here. Returns 1,
+# before the sanitizers, if a test failed.
+matmul_checks() {
+    local tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
+    COPPELIUS_TC_CUBIN=/tmp/$1.cubin timeout 200 "${tests[@]}" -k "test_matmul${2:+ and ($2)}" > "$OUT/tests.txt" 2>&1
+    echo "== tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
+    grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || return 1
+    for tool in memcheck racecheck; do
+        COPPELIUS_TC_CUBIN=/tmp/$1.cubin timeout 90 compute-sanitizer --tool $tool --report-api-errors no \
+            "${tests[@]}" -k "test_matmul and ($3)" > "$OUT/$tool.txt" 2>&1
+        echo "== $tool"; tail -1 "$OUT/$tool.txt"
+    done
+    AB_ROUNDS=$4 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base \
+        "$1=" 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
+    rm -rf "$OUT/ab-small"
+}

@@ -16,11 +16,15 @@ Path('/tmp/v/$1.cubin').write_bytes(compile_cubin('sm_90', Path('$src'), cached=
 }
 mkdir -p /tmp/v
 build base "s/^//" &
-build nomath "s/const cpl::GeluValueSlope g0 = cpl::gelu_value_slope(a.x), g1 = cpl::gelu_value_slope(a.y);/const cpl::GeluValueSlope g0 = {a.x, a.x}, g1 = {a.y, a.y};/; s/for (int j = 0; j < 4; ++j) w\[j\] = cpl::gelu_backward_pair(w\[j\], x\[j\]);/for (int j = 0; j < 4; ++j) w[j] = __hmax2(w[j], x[j]);/" &
+nomath="s/g0 = cpl::gelu_value_slope(a.x), g1 = cpl::gelu_value_slope(a.y);/g0 = {a.x, a.x}, g1 = {a.y, a.y};/"
+nomath+="; s/w\[j\] = cpl::gelu_backward_pair(w\[j\], x\[j\]);/w[j] = __hmax2(w[j], x[j]);/"
+build nomath "$nomath" &
 for r in 20 36 44; do build fr$r "s/HOP_GELU_ROWS_SHORT_K = 28,/HOP_GELU_ROWS_SHORT_K = $r,/" & done
 for r in 8 24; do build br$r "s/HOP_GELU_BACKWARD_ROWS_SHORT_K = 16,/HOP_GELU_BACKWARD_ROWS_SHORT_K = $r,/" & done
 wait
 ls -la /tmp/v
-for v in nomath fr20 br8; do cmp -s /tmp/v/base.cubin /tmp/v/$v.cubin && echo "$v: the same cubin as base (sed missed)"; done
+for v in nomath fr20 br8; do
+    cmp -s /tmp/v/base.cubin /tmp/v/$v.cubin && echo "$v: the same cubin as base (sed missed)"
+done
 timeout 300 python3 bench/experiments/gelu_epilogues.py /tmp/v/base.cubin /tmp/v/nomath.cubin /tmp/v/fr20.cubin \
     /tmp/v/fr36.cubin /tmp/v/fr44.cubin /tmp/v/br8.cubin /tmp/v/br24.cubin 2>&1 | tee "$OUT/gelu_epilogues.log"

@@ -12,15 +12,5 @@ for tree in /tmp/base .; do
     (cd $tree && timeout 100 python3 bench/experiments/matmul_forward_ab.py /tmp/$name.cubin) > "$OUT/ab-$name.txt" 2>&1
     echo "== $name alone"; grep -E "small|Error|Traceback" "$OUT/ab-$name.txt"
 done
-tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
-shapes="16384-1536-384 or 16384-384-1152 or 1000-1100-376 or 1000-376-1104 or 2072-2136-70 or 2048-72-2136"
-COPPELIUS_TC_CUBIN=/tmp/narrow.cubin timeout 150 "${tests[@]}" -k "test_matmul and ($shapes)" > "$OUT/tests.txt" 2>&1
-echo "== tensor-core tests"; tail -3 "$OUT/tests.txt"
-for tool in memcheck racecheck; do
-    COPPELIUS_TC_CUBIN=/tmp/narrow.cubin timeout 90 compute-sanitizer --tool $tool --report-api-errors no "${tests[@]}" \
-        -k "test_matmul and (1000-1100-376 or 1000-376-1104)" > "$OUT/$tool.txt" 2>&1
-    echo "== $tool"; tail -3 "$OUT/$tool.txt"
-done
-AB_ROUNDS=3 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base narrow= \
-    2>&1 | tee "$OUT/ab-small.log" | grep -E "^round|rror|Traceback"
-rm -rf "$OUT/ab-small"
+matmul_checks narrow "16384-1536-384 or 16384-384-1152 or 1000-1100-376 or 1000-376-1104 or 2072-2136-70 or \
+2048-72-2136" "1000-1100-376 or 1000-376-1104" 3

@@ -7,16 +7,7 @@
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/matmul_pairs.patch pairs || exit 1
-tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -x -p no:cacheprovider)
-COPPELIUS_TC_CUBIN=/tmp/pairs.cubin timeout 200 "${tests[@]}" -k "test_matmul" > "$OUT/tests.txt" 2>&1
-echo "== tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
-grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
-COPPELIUS_TC_CUBIN=/tmp/pairs.cubin timeout 100 compute-sanitizer --tool racecheck --report-api-errors no \
-    "${tests[@]}" -k "test_matmul and (8999-96-1000 or 9000-136-200)" > "$OUT/racecheck.txt" 2>&1
-echo "== racecheck"; tail -2 "$OUT/racecheck.txt"
-AB_ROUNDS=3 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base pairs= \
-    2>&1 | tee "$OUT/ab-small.log" | grep -E "^round|rror|Traceback"
-rm -rf "$OUT/ab-small"
+matmul_checks pairs "" "8999-96-1000 or 9000-136-200" 3 || exit 1
 for tree in /tmp/base .; do
     name=$( [ "$tree" = . ] && echo pairs || echo base )
     left=$((580 - SECONDS)); [ $left -lt 40 ] && break

@@ -7,19 +7,8 @@
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/matmul_row.patch row || exit 1
-tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
-shapes="16384-1536-384 or 16384-384-1152 or 1000-1104-384 or 1000-384-1104 or 1000-72-200 or 300-136-264 or 77-40-33"
-COPPELIUS_TC_CUBIN=/tmp/row.cubin timeout 60 "${tests[@]}" -k "test_matmul and ($shapes)" > "$OUT/tests.txt" 2>&1
-echo "== tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
-grep -q "failed" "$OUT/tests.txt" && exit 1
-for tool in memcheck racecheck; do
-    COPPELIUS_TC_CUBIN=/tmp/row.cubin timeout 40 compute-sanitizer --tool $tool --report-api-errors no "${tests[@]}" \
-        -k "test_matmul and 1000-384-1104" > "$OUT/$tool.txt" 2>&1
-    echo "== $tool"; tail -1 "$OUT/$tool.txt"
-done
-AB_ROUNDS=2 timeout 110 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base row= \
-    2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
-rm -rf "$OUT/ab-small"
+matmul_checks row "16384-1536-384 or 16384-384-1152 or 1000-1104-384 or 1000-384-1104 or 1000-72-200 or \
+300-136-264 or 77-40-33" "1000-384-1104" 2 || exit 1
 left=$((265 - SECONDS))
 [ $left -gt 20 ] && timeout $left python3 bench/experiments/matmul_forward_ab.py /tmp/base.cubin /tmp/row.cubin \
     2>&1 | grep -E "^0 small (fc proj|qkv dinp)|Error" | tee "$OUT/ab-alone.txt"

@@ -2,8 +2,10 @@
 fp16, the median of 5 runs of 30), with the kernel cuBLAS picks (torch.profiler): what the vendor reaches where
 ours sit at 50-60% of the fp16 ceiling (forty-fifth session). Our kernels at the same shapes:
 bench/experiments/matmul_forward_ab.py.
-    python bench/experiments/cublas_shapes.py     (a CUDA card with PyTorch)"""
+    python bench/experiments/cublas_shapes.py [LABEL]    (a CUDA card with PyTorch; LABEL: only the shapes whose
+label holds it)"""
 import statistics
+import sys
 
 import torch
 
@@ -47,9 +49,9 @@ def kernel_names(go) -> str:
     return "; ".join(sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}))
 
 
-def main() -> None:
+def main(only: str = "") -> None:
     print(torch.cuda.get_device_name(), torch.__version__, torch.version.cuda)
-    for label, kind, (N, C, OC) in SHAPES:
+    for label, kind, (N, C, OC) in (shape for shape in SHAPES if only in shape[0]):
         go = launcher(kind, N, C, OC)
         go()
         ms = time_ms(go)
@@ -58,4 +60,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

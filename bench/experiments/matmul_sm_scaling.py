@@ -3,7 +3,8 @@ alone (CUDA events) with its persistent grid cut to G blocks (one an SM) for G =
 beside it: where the time grows as 132 / G, each SM runs at its own rate; where it grows slower, the SMs shared
 something that bounds them at the full grid. Forty-fifth session: small's forwards run at ~2.9 TFLOP/s an SM in the
 step, its weight gradients at ~5 on 36-48 SMs (bench/results/matmul_sm_scaling-2026-12-06-h100.txt).
-    python bench/experiments/matmul_sm_scaling.py    (sm_90 card, root; this tree's kernels)"""
+    python bench/experiments/matmul_sm_scaling.py [LABEL [G ...]]    (sm_90 card, root; this tree's kernels)
+LABEL: only the launches whose label holds it; G: only those grids (e.g. under ncu, `-k regex:matmul -c 2`)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -24,26 +25,26 @@ SHAPES = [("matmul_forward", "small qkv (ping-pong, K 384)", (16384, 384, 1152))
 GRIDS = (132, 99, 66, 33)
 
 
-def main() -> None:
+def main(only: str = "", grids: tuple = GRIDS) -> None:
     sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "20"],
                                stdout=subprocess.PIPE, text=True)
     gpu = tc.Gpu()
     plan_geometry = tc.geometry
-    for kernel, label, (N, C, OC) in SHAPES:
+    for kernel, label, (N, C, OC) in (shape for shape in SHAPES if only in shape[1]):
         rng = np.random.default_rng(0)
         operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC),
                     "g": tc.h16_timing(rng, N, OC)}
         flops = 2 * N * C * OC
-        for g in GRIDS:
+        for g in grids:
             tc.geometry = lambda k, s, arch, g=g: ([g, 1, 1], *plan_geometry(k, s, arch)[1:])
             args, _ = ab.arguments(gpu, kernel, label, operands, N, C, OC)
             go = gpu.prepare(kernel, args)
             ms = gpu.timer(go, reps=200)
             gpu.free_all()
             print(f"{label:>36} G {g:3d}: {1000 * ms:7.1f} us  {flops / ms / 1e9 / g:5.2f} TFLOP/s an SM  "
-                  f"(x{ms / base:4.2f} the full grid's time, x{132 / g:4.2f} its SMs)" if g != GRIDS[0] else
+                  f"(x{ms / base:4.2f} the full grid's time, x{132 / g:4.2f} its SMs)" if g != grids[0] else
                   f"{label:>36} G {g:3d}: {1000 * ms:7.1f} us  {flops / ms / 1e9 / g:5.2f} TFLOP/s an SM", flush=True)
-            if g == GRIDS[0]:
+            if g == grids[0]:
                 base = ms
         tc.geometry = plan_geometry
     sampler.terminate()
@@ -53,4 +54,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(*(sys.argv[1:2] or [""]), *([tuple(int(g) for g in sys.argv[2:])] if sys.argv[2:] else []))

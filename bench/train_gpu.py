@@ -45,6 +45,15 @@ def step_ms(record: dict, per_launch: int = 1) -> float:
     return 1000 * deltas[len(deltas) // 2] / per_launch
 
 
+def steps_refusal(steps: int, per_launch: int) -> str | None:
+    """Why a run of `steps` steps at `per_launch` steps a launch cannot be timed (step_ms takes a median over the
+    submissions after three warm-up ones), or None."""
+    if steps % per_launch == 0 and steps // per_launch >= 5:
+        return None
+    return (f"--steps {steps} with --steps-per-launch {per_launch}: the steps must be a multiple of {per_launch} and "
+            f"give at least 5 submissions; use --steps {max(5 * per_launch, steps + -steps % per_launch)}")
+
+
 def write_corpus(path: Path) -> None:
     """The bench's corpus: this tree's own Python sources, repeated to ~40 MB."""
     text = b"".join(p.read_bytes() for p in sorted((ROOT / "coppelius").rglob("*.py")))
@@ -142,10 +151,9 @@ def main():
     if len(launches) != len(asked):
         parser.error(f"--steps-per-launch {args.steps_per_launch}: give whole numbers from 1 to "
                      f"{MAX_STEPS_PER_LAUNCH}, comma-separated")
-    for k in launches:  # step_ms takes a median over the submissions after three warm-up ones
-        if args.steps % k or args.steps // k < 5:
-            parser.error(f"--steps {args.steps} with --steps-per-launch {k}: the steps must be a multiple of {k} "
-                         f"and give at least 5 submissions; use --steps {max(5 * k, args.steps + -args.steps % k)}")
+    for k in launches:
+        if refusal := steps_refusal(args.steps, k):
+            parser.error(refusal)
     ceilings = measure_ceilings()
     print(f"ceilings: fp16 matmul {ceilings['matmul_tflops']:.0f} TFLOP/s, "
           f"copy {ceilings['copy_tbps']:.2f} TB/s", flush=True)

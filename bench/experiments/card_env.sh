@@ -9,12 +9,14 @@ variant() {
     rm -rf "/tmp/$1" && mkdir -p "/tmp/$1" &&
         tar -cf - --exclude=./.whl --exclude=./exp --exclude=./.git . | tar -xf - -C "/tmp/$1"
 }
-# cubin TREE OUT: TREE's kernels compiled for sm_90 into OUT. unpatched_cubins PATCH NAME (from the root of a tree
-# that holds PATCH applied): /tmp/base, this tree without PATCH, and both trees' cubins, /tmp/base.cubin and
-# /tmp/NAME.cubin, compiled side by side.
+# cubin TREE OUT: the kernels of TREE (a tree's root, or a folder that holds kernels.cu) compiled for sm_90 into OUT.
+# unpatched_cubins PATCH NAME (from the root of a tree that holds PATCH applied): /tmp/base, this tree without PATCH,
+# and both trees' cubins, /tmp/base.cubin and /tmp/NAME.cubin, compiled side by side.
 cubin() {
-    (cd "$1" && python3 -c "from coppelius.realize.nvrtc import compile_cubin
-open('$2', 'wb').write(compile_cubin('sm_90', cached=False)[0])")
+    local sources=$1
+    [ -f "$sources/kernels.cu" ] || sources=$1/coppelius/kernels/cuda
+    python3 -c "from pathlib import Path; from coppelius.realize.nvrtc import compile_cubin
+Path('$2').write_bytes(compile_cubin('sm_90', Path('$sources'), cached=False)[0])"
 }
 unpatched_cubins() {
     variant base && (cd /tmp/base && patch -s -R -p1 < "$1") || return 1

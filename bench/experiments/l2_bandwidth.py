@@ -1,13 +1,20 @@
 """The card's L2-to-SM read rate against how many SMs read (forty-fifth session): a kernel of one 1024-thread block
-an SM (96 KiB of shared memory asked, so never two) reads a 4 MiB buffer, resident in L2 after the first pass, with
-16-byte ld.global.cg (L1 bypassed), eight loads in flight a thread, ROUNDS passes a launch; G blocks for G = 132 .. 33.
-Beside bench/experiments/matmul_sm_scaling.py: if the matmuls' L2 traffic at the full grid is near what this reaches
-on 132 SMs, they are bound by it.
-    python bench/experiments/l2_bandwidth.py    (a CUDA card, cuda-bindings)"""
+an SM (96 KiB of shared memory asked, so never two) reads its own 128 KiB region ROUNDS times (every region resident
+in L2 after the first pass), 16-byte ld.global.cg (L1 bypassed), eight coalesced loads in flight a thread; G blocks
+for G = all SMs .. 16. Beside bench/experiments/matmul_sm_scaling.py: if the matmuls' L2 traffic at the full grid is
+near what this reaches on every SM, they are bound by it.
+    python bench/experiments/l2_bandwidth.py    (a CUDA card, cuda-bindings; from the root)"""
 import ctypes
+import sys
+from pathlib import Path
 
 import numpy as np
-from cuda.bindings import driver, nvrtc
+from cuda.bindings import driver
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
+from coppelius.realize import nvrtc  # noqa: E402
+from cuda_harness import check  # noqa: E402
 
 SOURCE = r"""
 #ifndef UNROLL
@@ -34,32 +41,20 @@ extern "C" __global__ void __launch_bounds__(1024, 1) l2_read(const uint4* __res
 REGION, ROUNDS, SHARED = 128 << 10, 400, 96 * 1024  # a block's region: 132 of them 16.5 MiB
 
 
-def ck(result):
-    err, *rest = result
-    if int(err) != 0:
-        raise SystemExit(f"CUDA error {err}")
-    return rest[0] if len(rest) == 1 else rest
-
-
 def main() -> None:
+    ck = lambda result: check(result, "l2_bandwidth")  # noqa: E731
+    attribute = driver.CUdevice_attribute
     ck(driver.cuInit(0))
     dev = ck(driver.cuDeviceGet(0))
-    ctx = ck(driver.cuDevicePrimaryCtxRetain(dev))
-    ck(driver.cuCtxSetCurrent(ctx))
-    major = ck(driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
-    minor = ck(driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-    prog = ck(nvrtc.nvrtcCreateProgram(SOURCE.encode(), b"l2.cu", 0, [], []))
-    opts = [f"--gpu-architecture=sm_{major}{minor}".encode()]
-    if int(nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]) != 0:
-        raise SystemExit("nvrtc failed")
-    size = ck(nvrtc.nvrtcGetCUBINSize(prog))
-    cubin = b" " * size
-    ck(nvrtc.nvrtcGetCUBIN(prog, cubin))
+    ck(driver.cuCtxSetCurrent(ck(driver.cuDevicePrimaryCtxRetain(dev))))
+    major = ck(driver.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = ck(driver.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    cubin, _ = nvrtc._compile(f"sm_{major}{minor}", SOURCE.encode(), ())
     module = ck(driver.cuModuleLoadData(cubin))
     fn = ck(driver.cuModuleGetFunction(module, b"l2_read"))
     ck(driver.cuFuncSetAttribute(fn, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  SHARED))
-    sms = ck(driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+    sms = ck(driver.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
     buf, sink = ck(driver.cuMemAlloc(REGION * sms)), ck(driver.cuMemAlloc(16))
     ck(driver.cuMemsetD8(buf, 1, REGION * sms))
     args = [np.array([int(buf)], np.uint64), np.array([REGION // 16], np.uint64), np.array([ROUNDS], np.int32),

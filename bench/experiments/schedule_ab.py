@@ -39,7 +39,7 @@ def variant(spec: str) -> tuple[Path, dict]:
 
 
 def main(out: str, model: str, steps: int, specs: list[str]) -> None:
-    from train_gpu import run_native, step_ms, write_corpus
+    from train_gpu import run_native, step_ms, steps_refusal, write_corpus
     from coppelius.formats import result
     batch = {"tiny": 8, "small": 64, "gpt2-124m": 32}[model]
     root = Path(out)
@@ -47,13 +47,16 @@ def main(out: str, model: str, steps: int, specs: list[str]) -> None:
     variants = dict(s.split("=", 1) for s in specs)
     root.mkdir(parents=True, exist_ok=True)
     write_corpus(corpus)  # one corpus for every variant
-    builds, per_launch = {}, {}
+    per_launch = {name: int(variant(spec)[1].get("STEPS_PER_LAUNCH", "1")) for name, spec in variants.items()}
+    for name, k in per_launch.items():
+        if refusal := steps_refusal(steps, k):
+            raise SystemExit(f"schedule_ab {name}: {refusal}")
+    builds = {}
     for name, spec in variants.items():
         work = root / name
         work.mkdir(parents=True, exist_ok=True)
         tree, env = variant(spec)
         env["BENCH_CORPUS"] = str(corpus)
-        per_launch[name] = int(env.get("STEPS_PER_LAUNCH", "1"))
         code = BUILD.format(root=str(tree), bench=str(tree / "bench"), tests=str(tree / "tests"), model=model,
                             batch=batch, steps=steps, work=str(work), per_launch=per_launch[name])
         builds[name] = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, stdout=subprocess.PIPE,

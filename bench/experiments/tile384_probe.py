@@ -64,8 +64,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) probe384(__half* out, int K
 
 
 def main(dec: int = 40, inc: int = 232) -> None:
-    sources = nvrtc.SOURCES
-    headers = tuple((p.name, p.read_bytes()) for p in sorted(sources.glob("*.cuh")))
+    _, headers = nvrtc._read_sources(nvrtc.SOURCES)
     log: list[str] = []
     main_src = f"#define DEC {dec}\n#define INC {inc}\n{SOURCE}".encode()
     nvrtc._compile("sm_90", main_src, headers, ("-Xptxas", "-v"), log)

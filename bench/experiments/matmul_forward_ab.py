@@ -6,7 +6,10 @@ built from its tree (docs/notes/gpu-speed.md, eighteenth session); the weight gr
 to back (CUDA events, the tensor-core test harness's Gpu.timer) at gpt2's and small's shapes with the launches' own
 geometry (the same in every build), the builds alternating; then whether the builds' outputs have the same bits on
 the same operands.
-    python bench/experiments/matmul_forward_ab.py main.cubin tree.cubin   (sm_90 card, root)"""
+    python bench/experiments/matmul_forward_ab.py main.cubin tree.cubin   (sm_90 card, root)
+AB_LABELS (a regular expression) keeps the launches whose labels it matches."""
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -26,6 +29,7 @@ SHAPES = [("matmul_forward", "gpt2 qkv", (32768, 768, 2304)), ("matmul_forward",
           ("matmul_backward_input", "small attn proj dinp", (16384, 384, 384)),
           ("matmul_forward", "small fc proj (K 1536)", (16384, 1536, 384)),
           ("matmul_backward_input", "small qkv dinp (K 1152)", (16384, 384, 1152)),
+          ("matmul_backward_input", "small fc dinp (K 1536)", (16384, 384, 1536)),
           ("matmul_backward_weight", "small qkv dw", (16384, 384, 1152)),
           ("matmul_backward_weight", "small attn proj dw", (16384, 384, 384)),
           ("matmul_backward_weight", "small fc dw", (16384, 384, 1536)),
@@ -65,6 +69,8 @@ def main(paths: list[str]) -> None:
     gpus = [(Path(p).stem, tc.Gpu(Path(p).read_bytes())) for p in paths]
     for rep in range(2):
         for kernel, label, (N, C, OC) in SHAPES:
+            if not re.search(os.environ.get("AB_LABELS", ""), label):
+                continue
             rng = np.random.default_rng(0)
             operands = {"x": tc.h16_timing(rng, N, C), "w": tc.h16_timing(rng, OC, C), "bias": tc.h16_timing(rng, OC),
                         "g": tc.h16_timing(rng, N, OC)}

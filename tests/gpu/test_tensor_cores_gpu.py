@@ -266,6 +266,7 @@ MATMUL_SHAPES = [  # (N, C, OC)
     (16384, 384, 384), (8999, 200, 328),  # sm_90's ping-pong forwards (OC leaves a 128x256 tile a fifth empty)
     (2048, 100, 36),  # sm_90's 192-column weight-gradient tile, loaded element-wise (the small shapes' C = 384: TMA)
     (9000, 136, 200),  # sm_90's wide forward and input gradient below a wave (71 tiles, a block each)
+    (1000, 1104, 384), (1000, 384, 1104),  # sm_90's 128 x 192 ping-pong at a ragged M and K (K >= 1024)
 ]
 
 

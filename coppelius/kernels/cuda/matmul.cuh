@@ -156,10 +156,16 @@ __device__ __forceinline__ int mn_atom(int k, int c) {
 
 // mm_load's element-wise path (a dimension or leading dimension not a multiple of 8, or a misaligned
 // operand), out of line: inlined, its bounds checks sat between the main loop's instructions, which then
-// missed the instruction cache (as attention.cuh's at_load_elementwise).
+// missed the instruction cache (as attention.cuh's at_load_elementwise). Inlined on sm_90a: ptxas ignores
+// setmaxnreg (matmul_hopper.cuh's 128 x 192 ping-pong) in a kernel that holds a call (C7507).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define COPPELIUS_MM_ELEMENTWISE __forceinline__
+#else
+#define COPPELIUS_MM_ELEMENTWISE __noinline__
+#endif
 template <int R, int BK, int NT, bool KMAJOR, bool ATOMS>
-__device__ __noinline__ void mm_load_elementwise(__half* s, const __half* __restrict__ g, int r0, int k0, int Rmax,
-                                                 int K, int ld) {
+__device__ COPPELIUS_MM_ELEMENTWISE void mm_load_elementwise(__half* s, const __half* __restrict__ g, int r0, int k0,
+                                                             int Rmax, int K, int ld) {
     constexpr int CH = KMAJOR ? BK / 8 : R / 8;
     constexpr int CHUNKS = (KMAJOR ? R : BK) * CH;
     for (int id = threadIdx.x; id < CHUNKS; id += NT) {

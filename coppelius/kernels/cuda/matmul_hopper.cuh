@@ -25,7 +25,7 @@
 // the lm head statistics' by the producer warpgroup's idle warps (hop_finish_store), and where the operands' loads are
 // element-wise (every producer warp busy) by the TMA unit's row copies.
 // mm_hopper_pingpong (plain forwards and input gradients whose columns leave a 128x256 tile a fifth empty): each
-// consumer a whole 128x128 tile, the two in turn, one's epilogue under the other's products.
+// consumer a whole 128x128 or 128x192 tile, the two in turn, one's epilogue under the other's products.
 // mm_hopper_split (weight gradient): one tile a block, K split over a cluster, the partials added in
 // split order through distributed shared memory, dbias on the tensor cores.
 // Every output element is one thread's fp32 accumulator summed in k order (or S of them added in split order),
@@ -669,7 +669,7 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 }
 
 // Ping-pong (MM_PLAIN with TMA loads and 16-byte output rows, where hop_pingpong_pays): each consumer warpgroup a
-// whole 128x128 tile (two m64n128k16 a k16), the block's tiles taken by the consumers in turn (slot s by consumer
+// whole 128x128 tile (two m64n128k16 a k16; or 128x192, hop_pingpong_columns), the block's tiles taken by the consumers in turn (slot s by consumer
 // s % 2), the producer filling one ring of 32 KiB stages with them in slot order. A consumer's products start once
 // the other's last k-tile is waited on (named barrier 9 + c: so that no consumer waits on a stage's phase more than
 // one ahead of the ring), so that one's epilogue (staging, bulk copies, the next tile's bias) runs under the other's
@@ -688,8 +688,26 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // the ping-pong; and the gelu epilogues here at K 384 (each consumer finishing its own tile): small's fc forward
 // 0.0583 -> 0.0603, fc proj input gradient 0.0507 -> 0.0554.
 __device__ __forceinline__ bool hop_pingpong_pays(int Nn) { return 10 * ((Nn + 255) / 256 * 256 - Nn) >= Nn; }
+// A consumer's tile is 128 x 192 where 192-column tiles leave no more columns empty than 128-column ones (small's
+// Nn = 384 and 1152) and either K is long or each consumer gets two tiles or more; else 128 x 128. Why: at the full
+// grid a tile's k-tiles take as long as the card takes to deliver their stage bytes into the SMs (~6.7-7.6 TB/s over
+// the H100's 132: bench/experiments/l2_bandwidth.py, and ncu_grid_card.sh, where cuBLAS's 192 x 128 tiles and our
+// 128 x 128 ones both moved ~6.7 TB/s and cuBLAS took 15% fewer cycles for 17% fewer bytes), and a 128 x 192 tile
+// takes 17% fewer bytes a FLOP than a 128 x 128 one: small's fc proj forward 41.0 -> 38.3 us, its qkv input gradient
+// 33.7 -> 31.0, its fc input gradient 41.9 -> 37.0, its qkv forward 36.3 -> 35.3, its step 3.62 -> 3.58 ms (H100;
+// the H200 alike: bench/results/matmul_pingpong192-2026-12-06-{h100,h200}.txt). But at K = 384 with ~2 tiles a
+// block (its attn proj: 15.3 -> 16.1) no consumer's epilogue runs under the other's products. The 192 accumulators
+// a thread need setmaxnreg: the consumers get 232 registers, the producer 40.
+__device__ __forceinline__ int hop_pingpong_columns(int M, int Nn, int K) {
+    if ((Nn + 191) / 192 * 192 > (Nn + 127) / 128 * 128) return 128;
+    const int tiles = (M + 127) / 128 * ((Nn + 191) / 192);
+    return K >= 1024 || tiles >= 4 * (int)gridDim.x ? 192 : 128;
+}
 constexpr int HOP_PP_LD = 136;  // halves a row of a consumer's 128x128 staging (+16 bytes, as MM_HOP_OUT_LD)
 constexpr int HOP_PP_STAGING = 2 * 128 * HOP_PP_LD;  // halves of both consumers' stagings (hop_ring_smem)
+// 128 x 192 tiles stage their results 64 rows at a time (a consumer's 64 x 200 halves), so that four stages fit
+constexpr int HOP_PP192_LD = 200, HOP_PP192_STAGING = 2 * 64 * HOP_PP192_LD;
+constexpr int HOP_PP192_PRODUCER_REGS = 40, HOP_PP192_CONSUMER_REGS = 232;  // 2 x 128 x 232 + 128 x 40 <= 65536
 __device__ __forceinline__ void turn_sync(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(9 + c) : "memory"); }
 __device__ __forceinline__ void turn_arrive(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(9 + c) : "memory"); }
 
@@ -757,12 +775,17 @@ __device__ __forceinline__ void hop_walk(const HopSchedule& sc, bool leader, Loa
     }
 }
 
-template <bool AK, bool BK_MAJOR>
+template <bool AK, bool BK_MAJOR, int BN>
 __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, const __half* __restrict__ A,
                                                    const __half* __restrict__ B, const __half* __restrict__ bias,
                                                    int M, int Nn, int K, int lda, int ldb, unsigned* counter) {
-    constexpr int BM = 128, BN = 128, BK = MM_HOP_BK, STAGES = hop_ring_stages<BN, HOP_PP_STAGING>();
-    const HopSmem m = hop_ring_smem<BN, HOP_PP_STAGING>();
+    static_assert(BN == 128 || BN == 192, "the ping-pong's tiles are 128 x 128 or 128 x 192");
+    constexpr bool WIDE = BN == 192;
+    constexpr int BM = 128, BK = MM_HOP_BK, F = BN / 8;
+    constexpr int LD = WIDE ? HOP_PP192_LD : HOP_PP_LD, STAGING = WIDE ? HOP_PP192_STAGING : HOP_PP_STAGING;
+    constexpr int STAGED_ROWS = WIDE ? 64 : BM;  // a consumer's rows staged at a time
+    constexpr int STAGES = hop_ring_stages<BN, STAGING>();
+    const HopSmem m = hop_ring_smem<BN, STAGING>();
     const int tilesM = (M + BM - 1) / BM, tilesN = (Nn + BN - 1) / BN, tiles = tilesM * tilesN;
     const int KT = (K + BK - 1) / BK;
     const int tid = threadIdx.x, wg = tid >> 7;
@@ -772,6 +795,7 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
     if (KT == 0) return;
 
     if (wg == 0) {
+        if constexpr (WIDE) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(HOP_PP192_PRODUCER_REGS));
         const HopMap* maps = hop_producer_maps<AK, BK_MAJOR, BN>(m, A, B, M, Nn, K, lda, ldb, true);
         if (maps == nullptr) return;
         cpl::grid_dependency();
@@ -784,8 +808,9 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         return;
     }
 
+    if constexpr (WIDE) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(HOP_PP192_CONSUMER_REGS));
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, ctid = tid & 127;
-    __half* stg = m.staging + c * BM * HOP_PP_LD;
+    __half* stg = m.staging + c * STAGED_ROWS * LD;
     cpl::grid_dependency();
     for (int s = c;; s += 2) {
         const int t = sc.wait(s);
@@ -796,9 +821,9 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         int tm, tn;
         mm_tile_of(t, tilesM, tilesN, tm, tn);
         const int m0 = tm * BM, n0 = tn * BN;
-        float acc[2][16][4];
+        float acc[2][F][4];
 #pragma unroll
-        for (int f = 0; f < 16; ++f) {
+        for (int f = 0; f < F; ++f) {
             const int col = n0 + f * 8 + 2 * (lane & 3);
             const float b0 = bias != nullptr && col < Nn ? __half2float(bias[col]) : 0.f;
             const float b1 = bias != nullptr && col + 1 < Nn ? __half2float(bias[col + 1]) : 0.f;
@@ -819,8 +844,13 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
             for (int kk = 0; kk < BK / 16; ++kk) {
                 const unsigned long long b = hop_desc<BK_MAJOR>(sB, kk);
 #pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc[h], hop_desc<AK>(sA + h * 64 * BK, kk), b);
+                for (int h = 0; h < 2; ++h) {
+                    const unsigned long long a = hop_desc<AK>(sA + h * 64 * BK, kk);
+                    if constexpr (WIDE)
+                        wgmma_m64n192k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc[h], a, b);
+                    else
+                        wgmma_m64n128k16<AK ? 0 : 1, BK_MAJOR ? 0 : 1>(acc[h], a, b);
+                }
             }
             wg_commit();
             wg_wait<1>();  // the previous k-tile's products are done: its stage goes back to the producer
@@ -835,20 +865,38 @@ __device__ __forceinline__ void mm_hopper_pingpong(__half* __restrict__ out, con
         wg_fence_acc(acc[1]);
         if (lane == 0) mbar_arrive(&m.empty[(g - 1) % STAGES]);
 
-        if (s >= 2) {  // this consumer's previous tile's copies have read its staging rows
-            if (ctid < BM) bulk_wait_read();
-            consumer_sync(c);
-        }
         const int row = warp * 16 + (lane >> 2);
+        const unsigned row_bytes = (unsigned)min(BN, Nn - n0) * 2;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) hop_store<true>(stg + h * 64 * HOP_PP_LD, HOP_PP_LD, acc[h], row, n0, M, Nn, true);
-        fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
-        consumer_sync(c);
-        if (m0 + ctid < M)  // a row each
-            bulk_store(out + (size_t)(m0 + ctid) * Nn + n0, stg + ctid * HOP_PP_LD, (unsigned)min(BN, Nn - n0) * 2);
-        bulk_commit();
+        for (int h = 0; h < 2; ++h) {
+            if ((h == 0 && s >= 2) || (WIDE && h == 1)) {  // the copies before have read these staging rows
+                bulk_wait_read();
+                consumer_sync(c);
+            }
+            if constexpr (WIDE) {
+                hop_store<true>(stg, LD, acc[h], row, n0, M, Nn, true);
+            } else {
+                hop_store<true>(stg + h * 64 * LD, LD, acc[h], row, n0, M, Nn, true);
+                if (h == 0) continue;  // both halves staged, then copied together
+            }
+            fence_proxy_async();  // the staging writes, ordered before the bulk copies' reads
+            consumer_sync(c);
+            const int r = m0 + (WIDE ? h * 64 : 0) + ctid;
+            if (ctid < STAGED_ROWS && r < M)  // a row each
+                bulk_store(out + (size_t)r * Nn + n0, stg + ctid * LD, row_bytes);
+            bulk_commit();
+        }
     }
     bulk_wait();  // every copy written before the block ends
+}
+
+// A consumer thread's fragment row in its 64 (warp * 16 + lane / 4), from %tid.x read again where the epilogue uses
+// it: ptxas kept the one computed before the products across them and spilled it (matmul_forward, 4 bytes, once the
+// 128 x 192 ping-pong's setmaxnreg sat beside this path).
+__device__ __forceinline__ int hop_fragment_row() {
+    unsigned tid;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+    return ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2);
 }
 
 // out[M,Nn] = A B (+ bias[n]) through epilogue EPI with aux; operand layouts as mm_tile's (AK: A stored [M][K],
@@ -868,7 +916,10 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
     const int tid = threadIdx.x, wg = tid >> 7;
     const bool vec_out = (Nn & 7) == 0 && aligned16(out) && (EPI == MM_PLAIN || EPI == MM_STATS || aligned16(aux));
     if (EPI == MM_PLAIN && vec && vec_out && hop_pingpong_pays(Nn)) {
-        mm_hopper_pingpong<AK, BK_MAJOR>(out, A, B, bias, M, Nn, K, lda, ldb, counter);
+        if (hop_pingpong_columns(M, Nn, K) == 192)
+            mm_hopper_pingpong<AK, BK_MAJOR, 192>(out, A, B, bias, M, Nn, K, lda, ldb, counter);
+        else
+            mm_hopper_pingpong<AK, BK_MAJOR, 128>(out, A, B, bias, M, Nn, K, lda, ldb, counter);
         return;
     }
     // MM_PLAIN with the TMA unit's loads and 16-byte output rows: each consumer's staged tile leaves by TMA tensor
@@ -987,7 +1038,7 @@ __device__ __forceinline__ void mm_hopper(__half* __restrict__ out, __half* __re
         hop_consume<AK, BK_MAJOR, false>(m, c, KT, acc, unused_bias_sum, g);
         if (prefetch) m.bias[((s + 1) & 1) * 128 + ctid] = joined(next_bias);
 
-        const int row = warp * 16 + (lane >> 2), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
+        const int row = hop_fragment_row(), m0 = tm * BM + c * 64, n0 = tn * BN;  // the thread's, the consumer's
         if (!vec_out || (EPI != MM_PLAIN && !finished)) {
             hop_store<false, 32, EPI>(out, Nn, acc, m0 + row, n0, M, Nn, pair_ok, aux);
             if constexpr (EPI == MM_STATS) {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# sm_90a's gelu input gradient on 128 x 192 tiles where two of them cover the columns as two of 256 do (small's fc
+# projection, Nn = 384: a quarter of each 128 x 256 tile's products fell on zero columns;
+# bench/experiments/gelu_backward192.patch, forty-sixth session), checked and timed in one lent-card call from the
+# root of the patched tree, carry [".whl"], logs under $OUT (~6 minutes warm): both cubins; the gelu input gradients
+# alone; every matmul tensor-core test (the gelu's bits against the unfused launches at each shape), memcheck and
+# racecheck at ragged shapes; small's step A/B (schedule_ab.py, 3 rounds).
+set -u
+source "$(dirname "$0")/card_env.sh"
+unpatched_cubins bench/experiments/gelu_backward192.patch gelu192 || exit 1
+AB_LABELS='dinp gelu$' timeout 100 python3 bench/experiments/matmul_forward_ab.py /tmp/base.cubin /tmp/gelu192.cubin \
+    2>&1 | tee "$OUT/ab-alone.txt" | grep -E "^1 |same bits|rror"
+matmul_checks gelu192 "" "300-136-264 or 1000-72-200 or 1000-1104-384" 3

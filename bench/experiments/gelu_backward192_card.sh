@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# sm_90a's gelu input gradient on 128 x 192 tiles where two of them cover the columns as two of 256 do (small's fc
-# projection, Nn = 384: a quarter of each 128 x 256 tile's products fell on zero columns;
-# bench/experiments/gelu_backward192.patch, forty-sixth session), checked and timed in one lent-card call from the
+# sm_90a's gelu input gradient on 128 x 192 tiles where two of them cover the columns as two of 256 do
+# (bench/experiments/gelu_backward192.patch, forty-sixth session; written for Nn = 384, which no model's gelu input
+# gradient has: its Nn is 4C, small's 1536, so the launches timed below never take it), checked and timed in one
+# lent-card call from the
 # root of the patched tree, carry [".whl"], logs under $OUT (~6 minutes warm): both cubins; the gelu input gradients
 # alone; every matmul tensor-core test (the gelu's bits against the unfused launches at each shape), memcheck and
 # racecheck at ragged shapes; small's step A/B (schedule_ab.py, 3 rounds).

@@ -7,12 +7,13 @@
 # each report's headline figures and its warps' stall reasons (a warp's cycles a issued instruction, by reason).
 set -u
 source "$(dirname "$0")/card_env.sh"
-profile() {  # NAME KERNEL-REGEX COMMAND...: one launch's report, $OUT/NAME.ncu-rep, and its pages as text
+profile() {  # NAME KERNEL-REGEX COMMAND...: one launch's report's pages as text under $OUT (the report itself and
+    # ncu's log stay in /tmp: the lent card returns only eight files a call)
     local name=$1 kernel=$2
     shift 2
-    timeout 240 ncu --set full -k "regex:$kernel" -c 1 -f -o "$OUT/$name" "$@" > "$OUT/$name.log" 2>&1
-    ncu -i "$OUT/$name.ncu-rep" --page details > "$OUT/$name-details.txt" 2>&1
-    ncu -i "$OUT/$name.ncu-rep" --page raw --csv > "$OUT/$name-raw.csv" 2>&1
+    timeout 240 ncu --set full -k "regex:$kernel" -c 1 -f -o "/tmp/$name" "$@" > "/tmp/$name.log" 2>&1
+    ncu -i "/tmp/$name.ncu-rep" --page details > "$OUT/$name-details.txt" 2>&1
+    ncu -i "/tmp/$name.ncu-rep" --page raw --csv > "$OUT/$name-raw.csv" 2>&1
 }
 profile pingpong-g132 matmul_forward python3 bench/experiments/matmul_sm_scaling.py "fc proj" 132
 profile pingpong-g66 matmul_forward python3 bench/experiments/matmul_sm_scaling.py "fc proj" 66

@@ -10,17 +10,38 @@ variant() {
         tar -cf - --exclude=./.whl --exclude=./exp --exclude=./.git . | tar -xf - -C "/tmp/$1"
 }
 # cubin TREE OUT: the kernels of TREE (a tree's root, or a folder that holds kernels.cu) compiled for sm_90 into OUT.
-# unpatched_cubins PATCH NAME (from the root of a tree that holds PATCH applied): /tmp/base, this tree without PATCH,
-# and both trees' cubins, /tmp/base.cubin and /tmp/NAME.cubin, compiled side by side.
+# unpatched PATCH (from the root of a tree that holds PATCH, a path in it, applied): /tmp/base, this tree without it.
+# unpatched_cubins PATCH NAME: unpatched, then both trees' cubins, /tmp/base.cubin and /tmp/NAME.cubin, compiled side
+# by side.
 cubin() {
     local sources=$1
     [ -f "$sources/kernels.cu" ] || sources=$1/coppelius/kernels/cuda
     python3 -c "from pathlib import Path; from coppelius.realize.nvrtc import compile_cubin
 Path('$2').write_bytes(compile_cubin('sm_90', Path('$sources'), cached=False)[0])"
 }
+unpatched() {
+    variant base && (cd /tmp/base && patch -s -R -p1 < "$1")
+}
 unpatched_cubins() {
-    variant base && (cd /tmp/base && patch -s -R -p1 < "$1") || return 1
+    unpatched "$1" || return 1
     cubin /tmp/base /tmp/base.cubin & cubin . "/tmp/$2.cubin" & wait
+}
+# alone NAME LABELS [APART] (after unpatched_cubins): matmul_forward_ab.py's launches whose labels match LABELS (a
+# regular expression), /tmp/base.cubin against /tmp/NAME.cubin in one process; APART (any value): each cubin in a
+# process of its own tree (/tmp/base's, this one's), where the two trees give the launches different geometry. The
+# log is $OUT/alone.txt; its second round (and any "same bits" or error) printed here.
+alone() {
+    local side tree
+    if [ -z "${3:-}" ]; then
+        AB_LABELS=$2 timeout 150 python3 bench/experiments/matmul_forward_ab.py /tmp/base.cubin "/tmp/$1.cubin" 2>&1
+    else
+        for side in base "$1"; do
+            tree=$PWD
+            [ "$side" = base ] && tree=/tmp/base
+            (cd "$tree" && AB_LABELS=$2 PYTHONPATH=/tmp/site:$tree timeout 100 \
+                python3 bench/experiments/matmul_forward_ab.py "/tmp/$side.cubin" 2>&1)
+        done
+    fi | tee "$OUT/alone.txt" | grep -E "^1 |same bits|rror"
 }
 # matmul_checks NAME SHAPES SANITIZED ROUNDS (after unpatched_cubins): /tmp/NAME.cubin's matmul tensor-core tests
 # (SHAPES: test ids joined by "or"; empty: all of them), memcheck and racecheck at SANITIZED, then small's step A/B,

@@ -9,6 +9,5 @@
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/gelu_backward192.patch gelu192 || exit 1
-AB_LABELS='dinp gelu$' timeout 100 python3 bench/experiments/matmul_forward_ab.py /tmp/base.cubin /tmp/gelu192.cubin \
-    2>&1 | tee "$OUT/ab-alone.txt" | grep -E "^1 |same bits|rror"
+alone gelu192 'dinp gelu$'
 matmul_checks gelu192 "" "300-136-264 or 1000-72-200 or 1000-1104-384" 3

@@ -7,10 +7,6 @@
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/matmul_narrow.patch narrow || exit 1
-for tree in /tmp/base .; do
-    name=$( [ "$tree" = . ] && echo narrow || echo base )
-    (cd $tree && timeout 100 python3 bench/experiments/matmul_forward_ab.py /tmp/$name.cubin) > "$OUT/ab-$name.txt" 2>&1
-    echo "== $name alone"; grep -E "small|Error|Traceback" "$OUT/ab-$name.txt"
-done
+alone narrow '^small' apart
 matmul_checks narrow "16384-1536-384 or 16384-384-1152 or 1000-1100-376 or 1000-376-1104 or 2072-2136-70 or \
 2048-72-2136" "1000-1100-376 or 1000-376-1104" 3

@@ -3,15 +3,9 @@
 # bench/experiments/matmul_pairs.patch, forty-fifth session), checked and timed in one lent-card call from the root of
 # the patched tree, carry [".whl"], logs under $OUT (~8 minutes warm): both cubins compiled here; the matmul
 # tensor-core tests and racecheck on the patched one; small's step A/B (schedule_ab.py, 3 rounds); each cubin's
-# launches alone from its own tree (matmul_forward_ab.py) while time is left.
+# launches alone from its own tree (card_env.sh's alone).
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/matmul_pairs.patch pairs || exit 1
 matmul_checks pairs "" "8999-96-1000 or 9000-136-200" 3 || exit 1
-for tree in /tmp/base .; do
-    name=$( [ "$tree" = . ] && echo pairs || echo base )
-    left=$((580 - SECONDS)); [ $left -lt 40 ] && break
-    (cd $tree && timeout $((left - 5)) python3 bench/experiments/matmul_forward_ab.py /tmp/$name.cubin) \
-        > "$OUT/ab-$name.txt" 2>&1
-    echo "== $name alone"; grep -E "^0 .*(gelu|lm head|gpt2 qkv)|Error|Traceback" "$OUT/ab-$name.txt"
-done
+alone pairs 'gelu|lm head|gpt2 qkv' apart

@@ -3,12 +3,10 @@
 # forty-fifth session), checked and timed in one short lent-card call from the root of the patched tree, carry
 # [".whl"], logs under $OUT (~4.5 minutes warm): both cubins; the matmul tensor-core tests at the row shapes and the
 # element-wise ones (mm_load_elementwise is inlined on sm_90a for setmaxnreg), memcheck and racecheck at a ragged
-# row shape; small's step A/B (schedule_ab.py, 2 rounds); the patched cubin's launches alone while time is left.
+# row shape; small's step A/B (schedule_ab.py, 2 rounds); both cubins' launches alone.
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/matmul_row.patch row || exit 1
 matmul_checks row "16384-1536-384 or 16384-384-1152 or 1000-1104-384 or 1000-384-1104 or 1000-72-200 or \
 300-136-264 or 77-40-33" "1000-384-1104" 2 || exit 1
-left=$((265 - SECONDS))
-[ $left -gt 20 ] && timeout $left python3 bench/experiments/matmul_forward_ab.py /tmp/base.cubin /tmp/row.cubin \
-    2>&1 | grep -E "^0 small (fc proj|qkv dinp)|Error" | tee "$OUT/ab-alone.txt"
+alone row '^small (fc proj|qkv dinp)'

@@ -8,9 +8,8 @@
 # then small's, 2 rounds, base against this tree, as a check of the same A/B.
 set -u
 source "$(dirname "$0")/card_env.sh"
-root=$PWD
-variant base && (cd /tmp/base && patch -s -R -p1 < "$root/bench/experiments/matmul_pingpong192.patch") || exit 1
-variant grouped && (cd /tmp/grouped && patch -s -p1 < "$root/bench/experiments/mm_tile_grouped_loads.patch") || exit 1
+unpatched bench/experiments/matmul_pingpong192.patch || exit 1
+variant grouped && (cd /tmp/grouped && patch -s -p1 < bench/experiments/mm_tile_grouped_loads.patch) || exit 1
 AB_ROUNDS=5 timeout 240 python3 bench/experiments/schedule_ab.py "$OUT/ab-tiny" tiny 60 base=tree=/tmp/base pp192= \
     grouped=tree=/tmp/grouped 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-tiny.log"
 AB_ROUNDS=2 timeout 150 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base \

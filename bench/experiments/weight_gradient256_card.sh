@@ -10,12 +10,5 @@
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/weight_gradient256.patch wg256 || exit 1
-labels='^small (qkv|fc|attn proj|fc proj) dw$'
-for side in base wg256; do
-    tree=$PWD
-    [ $side = base ] && tree=/tmp/base
-    (cd "$tree" && AB_LABELS=$labels PYTHONPATH=/tmp/site:$tree timeout 60 \
-        python3 bench/experiments/matmul_forward_ab.py "/tmp/$side.cubin" 2>&1) | tee "$OUT/alone-$side.txt" |
-        grep -E "^1 |rror"
-done
+alone wg256 '^small (qkv|fc|attn proj|fc proj) dw$' apart
 matmul_checks wg256 "" "3000-376-1000 or 3000-372-1000" 3

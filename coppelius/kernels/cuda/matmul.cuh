@@ -154,6 +154,12 @@ __device__ __forceinline__ int mn_atom(int k, int c) {
     return (c >> 3) * (BK * 64) + k * 64 + (((c & 7) ^ (k & 7)) << 3);
 }
 
+// A bool known at compile time, where a bool is taken (mm_dispatch builds mm_tile for each value of vec)
+template <bool B>
+struct MmBool {
+    __device__ constexpr operator bool() const { return B; }
+};
+
 // mm_load's element-wise path (a dimension or leading dimension not a multiple of 8, or a misaligned
 // operand), out of line: inlined, its bounds checks sat between the main loop's instructions, which then
 // missed the instruction cache (as attention.cuh's at_load_elementwise). Inlined on sm_90a: ptxas ignores
@@ -246,11 +252,12 @@ __device__ __forceinline__ void mm_tile_store_gelu_backward(__half* out, const _
 // dbias[m] = sum_k A(m,k) when dbias is given (only with A stored [K][M]). splits > 1 (only in a kernel
 // launched in clusters of that many blocks, at most MM_SPLITS): the blocks of a cluster share one tile and
 // split its K.
-template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_MAJOR, int EPI = MM_PLAIN>
+template <int BM, int BN, int WM, int WN, int BK, int STAGES, bool AK, bool BK_MAJOR, int EPI = MM_PLAIN,
+          typename Vec = bool>
 __device__ __forceinline__ void mm_tile(__half* __restrict__ out, __half* __restrict__ aux,
                                         const __half* __restrict__ A, const __half* __restrict__ B,
                                         const __half* __restrict__ bias, __half* __restrict__ dbias, int M, int Nn,
-                                        int K, int lda, int ldb, bool accumulate, bool vec, int splits,
+                                        int K, int lda, int ldb, bool accumulate, Vec vec, int splits,
                                         MmStats st = {}) {
     constexpr int NT = WM * WN * 32;
     constexpr int WTM = BM / WM, WTN = BN / WN;
@@ -519,12 +526,26 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
     }
 #endif
     cpl::grid_dependency();  // the wait for the launch before (matmul_hopper.cuh's blocks wait after their prologue)
-    if (blockDim.x == 256)
-        mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
-                                                              accumulate, vec, splits, st);
+    auto tile = [&](auto vec_k) {
+        if (blockDim.x == 256)
+            mm_tile<128, 128, 2, 4, MM_BK, 3, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
+                                                                  accumulate, vec_k, splits, st);
+        else
+            mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
+                                                                accumulate, vec_k, splits, st);
+    };
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // sm_90a inlines the element-wise loads (COPPELIUS_MM_ELEMENTWISE), so the tiles are built once for each value
+    // of vec: tested inside the k-loop, the element-wise code sat between A's and B's 16-byte copies (tiny's step
+    // 0.155 -> 0.168 ms, H100, 2026-12-06). The whole tile, not only its k-loop: the two loops joined before one
+    // epilogue had ptxas serialize every wgmma of the kernel (C7515).
+    if (vec)
+        tile(MmBool<true>{});
     else
-        mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb, accumulate,
-                                                            vec, splits, st);
+        tile(MmBool<false>{});
+#else
+    tile(vec);
+#endif
 }
 
 }  // namespace coptc

@@ -17,10 +17,8 @@ AB_ROUNDS=4 timeout 200 python3 $patches/schedule_ab.py "$OUT/ab-tiny" tiny 60 b
     pp192=tree=/tmp/pp192 loops= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-tiny.log"
 cubin . /tmp/loops.cubin
 tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider -k test_matmul)
-for name in loops; do
-    COPPELIUS_TC_CUBIN=/tmp/$name.cubin timeout 120 "${tests[@]}" > "$OUT/tests-$name.txt" 2>&1
-    echo "== $name tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests-$name.txt" | tail -4
-done
+COPPELIUS_TC_CUBIN=/tmp/loops.cubin timeout 120 "${tests[@]}" > "$OUT/tests-loops.txt" 2>&1
+echo "== loops tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests-loops.txt" | tail -4
 COPPELIUS_TC_CUBIN=/tmp/loops.cubin timeout 100 compute-sanitizer --tool memcheck --report-api-errors no \
     "${tests[@]}" -k "77-40-33 or 129-13-70 or 1000-72-200 or 1000-1104-384" > "$OUT/memcheck.txt" 2>&1
 echo "== memcheck"; tail -1 "$OUT/memcheck.txt"

@@ -166,8 +166,10 @@ struct MmBool {
 // setmaxnreg (matmul_hopper.cuh's 128 x 192 ping-pong) in a kernel that holds a call (C7507).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define COPPELIUS_MM_ELEMENTWISE __forceinline__
+#define COPPELIUS_MM_ELEMENTWISE_INLINED true
 #else
 #define COPPELIUS_MM_ELEMENTWISE __noinline__
+#define COPPELIUS_MM_ELEMENTWISE_INLINED false
 #endif
 template <int R, int BK, int NT, bool KMAJOR, bool ATOMS>
 __device__ COPPELIUS_MM_ELEMENTWISE void mm_load_elementwise(__half* s, const __half* __restrict__ g, int r0, int k0,
@@ -534,18 +536,18 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
             mm_tile<64, 64, 2, 2, MM_BK, 4, AK, BK_MAJOR, EPI>(out, aux, A, B, bias, dbias, M, Nn, K, lda, ldb,
                                                                 accumulate, vec_k, splits, st);
     };
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // sm_90a inlines the element-wise loads (COPPELIUS_MM_ELEMENTWISE), so the tiles are built once for each value
-    // of vec: tested inside the k-loop, the element-wise code sat between A's and B's 16-byte copies (tiny's step
-    // 0.155 -> 0.168 ms, H100, 2026-12-06). The whole tile, not only its k-loop: the two loops joined before one
-    // epilogue had ptxas serialize every wgmma of the kernel (C7515).
-    if (vec)
-        tile(MmBool<true>{});
-    else
-        tile(MmBool<false>{});
-#else
-    tile(vec);
-#endif
+    // Where the element-wise loads are inlined (sm_90a) the tiles are built once for each value of vec: tested
+    // inside the k-loop, the element-wise code sat between A's and B's 16-byte copies (tiny's step 0.155 -> 0.168
+    // ms, H100, 2026-12-06). The whole tile, not only its k-loop: the two loops joined before one epilogue had
+    // ptxas serialize every wgmma of the kernel (C7515).
+    if constexpr (COPPELIUS_MM_ELEMENTWISE_INLINED) {
+        if (vec)
+            tile(MmBool<true>{});
+        else
+            tile(MmBool<false>{});
+    } else {
+        tile(vec);
+    }
 }
 
 }  // namespace coptc

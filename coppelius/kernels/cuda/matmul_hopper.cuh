@@ -673,7 +673,8 @@ __device__ __forceinline__ void hop_finish_gelu_backward(const __half* stg, __ha
 // consumers in turn (slot s by consumer s % 2), the producer filling one ring of 32 KiB stages (40 KiB) with them in
 // slot order. A consumer's products start once the other's last k-tile is waited on (named barrier 9 + c: so that no
 // consumer waits on a stage's phase more than one ahead of the ring), so that one's epilogue (staging, bulk copies,
-// the next tile's bias) runs under the other's products. The same sums in the same order as mm_hopper's (bias first, then the k-tiles in order): the same bits.
+// the next tile's bias) runs under the other's products. The same sums in the same order as mm_hopper's (bias
+// first, then the k-tiles in order): the same bits.
 // Why only where 128x256 tiles would leave a tenth or more of their columns empty (small's Nn = 384: its attn proj
 // 0.0148 ms against 0.0187; its qkv, Nn = 1152, ~39 -> ~36 us a launch in the step and the step 3.660 -> 3.615 ms
 // with the encoder change beside it, H100, 2026-12-06, bench/results/step_tail_ab-2026-12-06-h100.txt and

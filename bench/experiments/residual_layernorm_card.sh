@@ -4,7 +4,7 @@
 # stored). `git apply` the patch, then from the root in one lent-card call, carry [".whl"] (~6 minutes warm): its
 # tensor-core tests (max differences, and the elements that differ from the two launches'), memcheck, racecheck and
 # synccheck at the ragged shapes, the launch alone against the pair it fuses, small's step A/B against the tree
-# without the patch (3 rounds). Its first version ran here (bench/results/residual_layernorm-2026-12-06-h100.txt);
+# without the patch (3 rounds), then residual_layernorm_profile.sh (ncu at small's fc proj). Its first version ran here (bench/results/residual_layernorm-2026-12-06-h100.txt);
 # the patch now holds the third (3 stages, the residual rows in the ring, TMA boxes in and out), not yet on a card.
 set -u
 source "$(dirname "$0")/card_env.sh"
@@ -22,3 +22,4 @@ timeout 100 python3 bench/experiments/residual_layernorm_ab.py /tmp/fused.cubin 
 AB_ROUNDS=3 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base fused= \
     2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
 rm -rf "$OUT/ab-small"
+bash "$(dirname "$0")/residual_layernorm_profile.sh" /tmp/fused.cubin 2>&1 | tail -45

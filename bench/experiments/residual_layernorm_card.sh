@@ -4,8 +4,9 @@
 # stored). `git apply` the patch, then from the root in one lent-card call, carry [".whl"] (~6 minutes warm): its
 # tensor-core tests (max differences, and the elements that differ from the two launches'), memcheck, racecheck and
 # synccheck at the ragged shapes, the launch alone against the pair it fuses, small's step A/B against the tree
-# without the patch (3 rounds), then residual_layernorm_profile.sh (ncu at small's fc proj). Its first version ran here (bench/results/residual_layernorm-2026-12-06-h100.txt);
-# the patch now holds the third (3 stages, the residual rows in the ring, TMA boxes in and out), not yet on a card.
+# without the patch (3 rounds), then residual_layernorm_profile.sh (ncu at small's fc proj). Its first version ran
+# here (bench/results/residual_layernorm-2026-12-06-h100.txt); the patch now holds the third (3 stages, the residual
+# rows in the ring, TMA boxes in and out), not yet on a card.
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/residual_layernorm.patch fused || exit 1

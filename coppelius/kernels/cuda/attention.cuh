@@ -107,10 +107,6 @@ __device__ __forceinline__ void at_load(__half* s, const __half* __restrict__ g,
     }
 }
 
-template <bool B> struct AtBool {  // a compile-time flag passed to a generic lambda
-    static constexpr bool value = B;
-};
-
 // A fragments (16 rows x HSP) of a warp's rows [r0, r0+16) of a swizzled tile.
 template <int HSP>
 __device__ __forceinline__ void at_frag_a(unsigned (*f)[4], const __half* s, int r0, int lane) {
@@ -491,8 +487,8 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
         __syncthreads();  // this stage is loaded again in the next tile
     };
     const int unmasked = min(q0 + 1, T) / BC;  // tiles no row of the block masks any key of
-    for (int j = 0; j < unmasked; ++j) tile(j, AtBool<false>{});
-    for (int j = unmasked; j < nkv; ++j) tile(j, AtBool<true>{});
+    for (int j = 0; j < unmasked; ++j) tile(j, StaticBool<false>{});
+    for (int j = unmasked; j < nkv; ++j) tile(j, StaticBool<true>{});
 
     float inv[2];
 #pragma unroll

@@ -251,8 +251,8 @@ __device__ __forceinline__ void attn_bwd_keys_wg(__half* __restrict__ dqkv, cons
     };
     int i = first;
     do {  // at least once: were there a way past the loop, zeros, not wgmma, would define dv and dk there (C7515)
-        if (i == first || (i + 1) * BQ > T) step(i, AtBool<true>{});
-        else step(i, AtBool<false>{});
+        if (i == first || (i + 1) * BQ > T) step(i, StaticBool<true>{});
+        else step(i, StaticBool<false>{});
     } while (++i < nqt);
     at_wg_wait();
     at_wg_pinned(dv, pa);

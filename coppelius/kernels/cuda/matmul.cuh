@@ -154,12 +154,6 @@ __device__ __forceinline__ int mn_atom(int k, int c) {
     return (c >> 3) * (BK * 64) + k * 64 + (((c & 7) ^ (k & 7)) << 3);
 }
 
-// A bool known at compile time, where a bool is taken (mm_dispatch builds mm_tile for each value of vec)
-template <bool B>
-struct MmBool {
-    __device__ constexpr operator bool() const { return B; }
-};
-
 // mm_load's element-wise path (a dimension or leading dimension not a multiple of 8, or a misaligned
 // operand), out of line: inlined, its bounds checks sat between the main loop's instructions, which then
 // missed the instruction cache (as attention.cuh's at_load_elementwise). Inlined on sm_90a: ptxas ignores
@@ -542,9 +536,9 @@ __device__ __forceinline__ void mm_dispatch(__half* out, __half* aux, const __ha
     // ptxas serialize every wgmma of the kernel (C7515).
     if constexpr (COPPELIUS_MM_ELEMENTWISE_INLINED) {
         if (vec)
-            tile(MmBool<true>{});
+            tile(StaticBool<true>{});
         else
-            tile(MmBool<false>{});
+            tile(StaticBool<false>{});
     } else {
         tile(vec);
     }

@@ -61,6 +61,14 @@ __device__ __forceinline__ int swz(int r, int c) {
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
 
+// A bool known at compile time, passed to a generic lambda: read back as decltype(b)::value, or taken where a bool is
+// (mm_dispatch builds mm_tile once for each value of vec)
+template <bool B>
+struct StaticBool {
+    static constexpr bool value = B;
+    __device__ constexpr operator bool() const { return B; }
+};
+
 #if __CUDA_ARCH__ >= 900
 // Thread-block clusters (sm_90 and later): the blocks of a cluster read each other's shared memory.
 __device__ __forceinline__ unsigned cluster_size() {

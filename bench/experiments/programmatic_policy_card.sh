@@ -16,7 +16,8 @@ for name in base none every; do
     variant $name
 done
 sed -i 's/^PROGRAMMATIC_ARCHS = ("sm_90", "sm_121")/PROGRAMMATIC_ARCHS = ()/' /tmp/none/coppelius/formats/geometry.py
-sed -i 's/^PROGRAMMATIC_BLOCKS_PER_SM = 4 /PROGRAMMATIC_BLOCKS_PER_SM = 10**6 /' /tmp/every/coppelius/formats/geometry.py
+sed -i 's/^PROGRAMMATIC_BLOCKS_PER_SM = 4 /PROGRAMMATIC_BLOCKS_PER_SM = 10**6 /' \
+    /tmp/every/coppelius/formats/geometry.py
 grep -h "^PROGRAMMATIC" /tmp/none/coppelius/formats/geometry.py /tmp/every/coppelius/formats/geometry.py
 for model in small tiny; do
     echo "== $model ($SECONDS s)"

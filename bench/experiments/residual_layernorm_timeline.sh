@@ -12,7 +12,8 @@ tar -xJf .whl/timeline.tar.xz -C .
 timeout 150 python3 bench/experiments/residual_layernorm_phases.py 2>&1 | tee "$OUT/phases.txt"
 unpatched bench/experiments/residual_layernorm.patch || exit 1
 variant nopdl
-sed -i 's/^    if before is None or arch not in PROGRAMMATIC_ARCHS:/    if before == [128, 1, 1] or grid == [128, 1, 1]:\n        return False\n&/' \
+rule='^    if before is None or arch not in PROGRAMMATIC_ARCHS:'
+sed -i "s/$rule/    if before == [128, 1, 1] or grid == [128, 1, 1]:\\n        return False\\n&/" \
     /tmp/nopdl/coppelius/formats/geometry.py
 grep -c "if before == \[128" /tmp/nopdl/coppelius/formats/geometry.py
 AB_ROUNDS=2 timeout 240 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base fused= \
@@ -21,7 +22,8 @@ rm -rf "$OUT/ab-small"
 mkdir -p "$OUT/fused"
 left=$((575 - SECONDS))
 echo "== timeline ($left s left)"
-[ $left -gt 50 ] && timeout $left python3 bench/timeline.py --models small --out "$OUT/fused" > "$OUT/fused/timeline.log" 2>&1
+[ $left -gt 50 ] && timeout $left python3 bench/timeline.py --models small --out "$OUT/fused" \
+    > "$OUT/fused/timeline.log" 2>&1
 rm -f "$OUT"/*/*.csv*
 tail -3 "$OUT"/fused/timeline.log
 grep -E "^\| matmul|^\| residual|^Median" "$OUT"/fused/timeline-*.md

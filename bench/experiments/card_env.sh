@@ -61,3 +61,19 @@ matmul_checks() {
         "$1=" 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
     rm -rf "$OUT/ab-small"
 }
+# ncu_kernel KERNEL COMMAND...: KERNEL's first launch in COMMAND under `ncu --set full`; the report, the log and the
+# SASS source page stay in /tmp/ncu (a call returns 8 files at most), the details page goes to $OUT/KERNEL.txt with
+# its key counters printed here, and bench/ncu_hotspots.py's hottest instructions to $OUT/KERNEL-hotspots.txt.
+ncu_kernel() {
+    local kernel=$1 work=/tmp/ncu
+    shift
+    mkdir -p "$work"
+    timeout 240 ncu --set full --import-source no -k "regex:^$kernel\$" -c 1 -o "$work/$kernel" "$@" \
+        > "$work/$kernel.log" 2>&1
+    tail -3 "$work/$kernel.log"
+    ncu -i "$work/$kernel.ncu-rep" --page details > "$OUT/$kernel.txt"
+    ncu -i "$work/$kernel.ncu-rep" --page source --csv --print-source sass -k "$kernel" > "$work/$kernel.csv"
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Hit|L2 Hit|Achieved Occupancy|Theoretical Occ|\
+Block Limit|Eligible Warps|Issued Warp|No Eligible|Registers Per|Dynamic Shared|Local" "$OUT/$kernel.txt"
+    python3 bench/ncu_hotspots.py "$work/$kernel.csv" --top 25 --window 40 | tee "$OUT/$kernel-hotspots.txt" | head -60
+}

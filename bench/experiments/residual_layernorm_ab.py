@@ -16,24 +16,28 @@ import test_tensor_cores_gpu as tc  # noqa: E402
 SHAPES = {"small attn proj": (16384, 384, 384), "small fc proj": (16384, 1536, 384)}  # (N, C, OC)
 
 
+def operands(g, N: int, C: int, OC: int) -> dict:
+    """matmul_forward_residual_layernorm's arguments at (N, C, OC): the inputs drawn from seed 0, the outputs
+    allocated."""
+    rng = np.random.default_rng(0)
+    return {"inp": g.put(tc.h16_timing(rng, N, C)), "weight": g.put(tc.h16(rng, OC, C, scale=0.2)),
+            "bias": g.put(tc.h16(rng, OC)), "inp1": g.put(tc.h16_timing(rng, N, OC)),
+            "ln_weight": g.put(tc.h16(rng, OC)), "ln_bias": g.put(tc.h16(rng, OC)),
+            "residual": g.alloc(N * OC * 2), "out": g.alloc(N * OC * 2), "mean": g.alloc(N * 4),
+            "rstd": g.alloc(N * 4), "N": N, "C": C, "OC": OC}
+
+
 def main(path: str) -> None:
     g = tc.Gpu(Path(path).read_bytes())
     wanted = os.environ.get("AB_SHAPES", ",".join(SHAPES)).split(",")  # e.g. "small fc proj" alone, for ncu
     for label, (N, C, OC) in ((name, SHAPES[name]) for name in wanted):
-        rng = np.random.default_rng(0)
-        sc = {"N": N, "C": C, "OC": OC}
-        p = {"inp": g.put(tc.h16_timing(rng, N, C)), "weight": g.put(tc.h16(rng, OC, C, scale=0.2)),
-             "bias": g.put(tc.h16(rng, OC)), "inp1": g.put(tc.h16_timing(rng, N, OC)),
-             "ln_weight": g.put(tc.h16(rng, OC)), "ln_bias": g.put(tc.h16(rng, OC))}
-        o = {"residual": g.alloc(N * OC * 2), "out": g.alloc(N * OC * 2), "mean": g.alloc(N * 4),
-             "rstd": g.alloc(N * 4), "y": g.alloc(N * OC * 2)}
-        fused = g.prepare("matmul_forward_residual_layernorm", {**p, **{k: o[k] for k in
-                                                                        ("residual", "out", "mean", "rstd")}, **sc})
-        matmul = g.prepare("matmul_forward", {"out": o["y"], "inp": p["inp"], "weight": p["weight"],
-                                              "bias": p["bias"], **sc})
-        norm = g.prepare("residual_layernorm_forward", {"residual": o["residual"], "out": o["out"], "mean": o["mean"],
-                                                        "rstd": o["rstd"], "inp1": p["inp1"], "inp2": o["y"],
-                                                        "weight": p["ln_weight"], "bias": p["ln_bias"], "N": N,
+        a, y = operands(g, N, C, OC), g.alloc(N * OC * 2)
+        fused = g.prepare("matmul_forward_residual_layernorm", a)
+        matmul = g.prepare("matmul_forward", {"out": y, "inp": a["inp"], "weight": a["weight"], "bias": a["bias"],
+                                              "N": N, "C": C, "OC": OC})
+        norm = g.prepare("residual_layernorm_forward", {"residual": a["residual"], "out": a["out"], "mean": a["mean"],
+                                                        "rstd": a["rstd"], "inp1": a["inp1"], "inp2": y,
+                                                        "weight": a["ln_weight"], "bias": a["ln_bias"], "N": N,
                                                         "C": OC})
         least = (N * C + OC * C + 4 * N * OC) * 2  # inp, weight, inp1 read; residual, out written
         for r in range(int(os.environ.get("AB_ROUNDS", 3))):

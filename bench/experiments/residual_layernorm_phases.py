@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT), str(Path(__file__).resolve().parent)]
+import residual_layernorm_ab as ab  # noqa: E402
 import test_tensor_cores_gpu as tc  # noqa: E402
 from coppelius.realize.nvrtc import compile_cubin  # noqa: E402
 
@@ -67,14 +68,8 @@ def main() -> None:
     g = tc.Gpu(cubin)
     status, table, size = g.d.cuModuleGetGlobal(g.module, b"mln_clock")
     assert int(status) == 0, status
-    for label, (N, C, OC) in {"small attn proj": (16384, 384, 384), "small fc proj": (16384, 1536, 384)}.items():
-        rng = np.random.default_rng(0)
-        args = {"inp": g.put(tc.h16_timing(rng, N, C)), "weight": g.put(tc.h16(rng, OC, C, scale=0.2)),
-                "bias": g.put(tc.h16(rng, OC)), "inp1": g.put(tc.h16_timing(rng, N, OC)),
-                "ln_weight": g.put(tc.h16(rng, OC)), "ln_bias": g.put(tc.h16(rng, OC)),
-                "residual": g.alloc(N * OC * 2), "out": g.alloc(N * OC * 2), "mean": g.alloc(N * 4),
-                "rstd": g.alloc(N * 4), "N": N, "C": C, "OC": OC}
-        fused = g.prepare("matmul_forward_residual_layernorm", args)
+    for label, (N, C, OC) in ab.SHAPES.items():
+        fused = g.prepare("matmul_forward_residual_layernorm", ab.operands(g, N, C, OC))
         for _ in range(20):
             fused()
         g.sync()

@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
 # The wgmma attention forward in FA3's order within the warpgroup (tile j + 1's scores issued before tile j's
 # O += P V; j + 1's softmax under it): one lent-card call from the root of a tree with
-# bench/experiments/attention_pipeline.patch applied, carry [".whl"] (~6 minutes warm). (1) the attention
-# tensor-core tests on the new cubin; (2) memcheck, racecheck and synccheck on the forward's tests; (3) the forward
-# and backward alone against the tree without the patch, out and lse compared bit for bit (attention_backward_ab.py,
-# twice); (4) small's and tiny's step A/B (schedule_ab.py, ROUNDS rounds, default 3).
+# bench/experiments/attention_pipeline.patch applied (new: K and V of a tile in commit groups of their own, each K
+# loaded STAGES - 1 tiles ahead), carry [".whl"] (~7 minutes warm). one: new without
+# attention_pipeline_kv_groups.patch (a group a tile, so K_{j + STAGES} waits for O += P_j V_j); base: the tree
+# without either. (1) the attention tensor-core tests on new's cubin; (2) memcheck, racecheck and synccheck on the
+# forward's tests; (3) each forward and backward alone, out and lse compared bit for bit with base's
+# (attention_backward_ab.py, twice); (4) small's and tiny's step A/B (schedule_ab.py, ROUNDS rounds, default 3).
 set -u
 source "$(dirname "$0")/card_env.sh"
-unpatched_cubins bench/experiments/attention_pipeline.patch new || exit 1
+unpatched bench/experiments/attention_pipeline.patch || exit 1
+variant one && (cd /tmp/one && patch -s -R -p1 < bench/experiments/attention_pipeline_kv_groups.patch) || exit 1
+cubin /tmp/base /tmp/base.cubin & cubin /tmp/one /tmp/one.cubin & cubin . /tmp/new.cubin & wait
 tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
 COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 200 "${tests[@]}" -k "attention" > "$OUT/tests.txt" 2>&1
 echo "== attention tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
 grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
 for tool in memcheck racecheck synccheck; do
-    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 120 compute-sanitizer --tool $tool --report-api-errors no \
+    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 100 compute-sanitizer --tool $tool --report-api-errors no \
         "${tests[@]}" -k "test_attention and not models and not rtx3090" > "$OUT/$tool.txt" 2>&1
     echo "== $tool"; tail -1 "$OUT/$tool.txt"
 done
 for pass in 1 2; do
-    AB_ROUNDS=3 timeout 150 python3 bench/experiments/attention_backward_ab.py /tmp/base.cubin /tmp/new.cubin 2>&1 |
-        tee -a "$OUT/alone.txt" | grep -E "forward|backward|rror" | head -12
+    AB_ROUNDS=2 timeout 150 python3 bench/experiments/attention_backward_ab.py /tmp/base.cubin /tmp/one.cubin \
+        /tmp/new.cubin 2>&1 | tee -a "$OUT/alone.txt" | grep -E "forward|rror" | head -12
 done
 for model in small tiny; do
     echo "== $model ($SECONDS s)"
-    AB_ROUNDS=${ROUNDS:-3} timeout $((560 - SECONDS)) python3 bench/experiments/schedule_ab.py "$OUT/ab-$model" $model \
-        30 base=tree=/tmp/base new= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-$model.log"
+    AB_ROUNDS=${ROUNDS:-3} timeout $((570 - SECONDS)) python3 bench/experiments/schedule_ab.py "$OUT/ab-$model" \
+        $model 30 base=tree=/tmp/base one=tree=/tmp/one new= 2>&1 | grep -E "^round|rror|Traceback" |
+        tee "$OUT/ab-$model.log"
     rm -rf "$OUT/ab-$model"
 done

@@ -6,7 +6,8 @@
 # attention_pipeline_kv_groups.patch (a group a tile, so K_{j + STAGES} waits for O += P_j V_j); base: the tree
 # without either. (1) the attention tensor-core tests on new's cubin; (2) memcheck, racecheck and synccheck on the
 # forward's tests; (3) each forward and backward alone, out and lse compared bit for bit with base's
-# (attention_backward_ab.py, twice); (4) small's and tiny's step A/B (schedule_ab.py, ROUNDS rounds, default 3).
+# (attention_backward_ab.py); (4) small's and tiny's step A/B (schedule_ab.py, ROUNDS rounds, default 3, and 2),
+# small's before the sanitizers; LIMIT: the seconds the call may take, default 570.
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched bench/experiments/attention_pipeline.patch || exit 1
@@ -14,21 +15,20 @@ variant one && (cd /tmp/one && patch -s -R -p1 < bench/experiments/attention_pip
 cubin /tmp/base /tmp/base.cubin & cubin /tmp/one /tmp/one.cubin & cubin . /tmp/new.cubin & wait
 tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
 COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 200 "${tests[@]}" -k "attention" > "$OUT/tests.txt" 2>&1
-echo "== attention tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
+echo "== attention tests ($SECONDS s)"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
 grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
+AB_ROUNDS=2 timeout 150 python3 bench/experiments/attention_backward_ab.py /tmp/base.cubin /tmp/one.cubin \
+    /tmp/new.cubin 2>&1 | tee "$OUT/alone.txt" | grep -E "forward|rror" | head -12
+ab() {  # ab MODEL ROUNDS
+    echo "== $1 ($SECONDS s)"
+    AB_ROUNDS=$2 timeout $((${LIMIT:-570} - SECONDS)) python3 bench/experiments/schedule_ab.py "$OUT/ab-$1" $1 30 \
+        base=tree=/tmp/base one=tree=/tmp/one new= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-$1.log"
+    rm -rf "$OUT/ab-$1"
+}
+ab small ${ROUNDS:-3}
 for tool in memcheck racecheck synccheck; do
-    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 100 compute-sanitizer --tool $tool --report-api-errors no \
+    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 60 compute-sanitizer --tool $tool --report-api-errors no \
         "${tests[@]}" -k "test_attention and not models and not rtx3090" > "$OUT/$tool.txt" 2>&1
-    echo "== $tool"; tail -1 "$OUT/$tool.txt"
+    echo "== $tool ($SECONDS s)"; tail -1 "$OUT/$tool.txt"
 done
-for pass in 1 2; do
-    AB_ROUNDS=2 timeout 150 python3 bench/experiments/attention_backward_ab.py /tmp/base.cubin /tmp/one.cubin \
-        /tmp/new.cubin 2>&1 | tee -a "$OUT/alone.txt" | grep -E "forward|rror" | head -12
-done
-for model in small tiny; do
-    echo "== $model ($SECONDS s)"
-    AB_ROUNDS=${ROUNDS:-3} timeout $((570 - SECONDS)) python3 bench/experiments/schedule_ab.py "$OUT/ab-$model" \
-        $model 30 base=tree=/tmp/base one=tree=/tmp/one new= 2>&1 | grep -E "^round|rror|Traceback" |
-        tee "$OUT/ab-$model.log"
-    rm -rf "$OUT/ab-$model"
-done
+ab tiny 2

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Resident attention_forward blocks (sm_90a, head size 64): ATTENTION_FORWARD_RESIDENT = 523 blocks taking the
+# (query tile, head, batch) items in turn (attention.cuh: at_items), against the one-item-a-block grid. One
+# lent-card call from the root of a tree with bench/experiments/attention_resident.patch applied, carry [".whl"]
+# (~4 minutes warm; LIMIT: the seconds it may take, default 240). (1) the attention tensor-core tests on the new
+# cubin (this tree's geometry); (2) memcheck and racecheck on them; (3) each tree's forward and backward alone in a
+# process of its own (its own geometry); (4) small's step A/B (schedule_ab.py, ROUNDS rounds, default 3: the
+# losses equal to the bit if the forward's bits are).
+set -u
+source "$(dirname "$0")/card_env.sh"
+unpatched_cubins bench/experiments/attention_resident.patch new || exit 1
+tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
+COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 120 "${tests[@]}" -k "attention" > "$OUT/tests.txt" 2>&1
+echo "== attention tests ($SECONDS s)"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
+grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
+for side in base new; do
+    tree=$PWD; [ $side = base ] && tree=/tmp/base
+    (cd $tree && AB_ROUNDS=1 PYTHONPATH=/tmp/site:$tree timeout 60 python3 bench/experiments/attention_backward_ab.py \
+        /tmp/$side.cubin 2>&1) | tee -a "$OUT/alone.txt" | grep -E "forward|B=|rror" | sed "s/^/$side: /"
+done
+echo "== small ($SECONDS s)"
+AB_ROUNDS=${ROUNDS:-3} timeout $((${LIMIT:-240} - 40 - SECONDS)) python3 bench/experiments/schedule_ab.py \
+    "$OUT/ab-small" small 30 base=tree=/tmp/base new= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
+rm -rf "$OUT/ab-small"
+for tool in memcheck racecheck; do
+    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 20 compute-sanitizer --tool $tool --report-api-errors no \
+        "${tests[@]}" -k "test_attention and not models and not rtx3090 and not sharp" > "$OUT/$tool.txt" 2>&1
+    echo "== $tool ($SECONDS s)"; tail -1 "$OUT/$tool.txt"
+done

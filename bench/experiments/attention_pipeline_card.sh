@@ -13,10 +13,7 @@ source "$(dirname "$0")/card_env.sh"
 unpatched bench/experiments/attention_pipeline.patch || exit 1
 variant one && (cd /tmp/one && patch -s -R -p1 < bench/experiments/attention_pipeline_kv_groups.patch) || exit 1
 cubin /tmp/base /tmp/base.cubin & cubin /tmp/one /tmp/one.cubin & cubin . /tmp/new.cubin & wait
-tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
-COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 200 "${tests[@]}" -k "attention" > "$OUT/tests.txt" 2>&1
-echo "== attention tests ($SECONDS s)"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
-grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
+tc_tests /tmp/new.cubin attention || exit 1
 AB_ROUNDS=2 timeout 150 python3 bench/experiments/attention_backward_ab.py /tmp/base.cubin /tmp/one.cubin \
     /tmp/new.cubin 2>&1 | tee "$OUT/alone.txt" | grep -E "forward|rror" | head -12
 ab() {  # ab MODEL ROUNDS
@@ -26,9 +23,5 @@ ab() {  # ab MODEL ROUNDS
     rm -rf "$OUT/ab-$1"
 }
 ab small ${ROUNDS:-3}
-for tool in memcheck racecheck synccheck; do
-    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 60 compute-sanitizer --tool $tool --report-api-errors no \
-        "${tests[@]}" -k "test_attention and not models and not rtx3090" > "$OUT/$tool.txt" 2>&1
-    echo "== $tool ($SECONDS s)"; tail -1 "$OUT/$tool.txt"
-done
+tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090" 60 memcheck racecheck synccheck
 ab tiny 2

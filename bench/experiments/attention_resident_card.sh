@@ -9,10 +9,7 @@
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/attention_resident.patch new || exit 1
-tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
-COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 120 "${tests[@]}" -k "attention" > "$OUT/tests.txt" 2>&1
-echo "== attention tests ($SECONDS s)"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
-grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || exit 1
+tc_tests /tmp/new.cubin attention 120 || exit 1
 for side in base new; do
     tree=$PWD; [ $side = base ] && tree=/tmp/base
     (cd $tree && AB_ROUNDS=1 PYTHONPATH=/tmp/site:$tree timeout 60 python3 bench/experiments/attention_backward_ab.py \
@@ -22,8 +19,4 @@ echo "== small ($SECONDS s)"
 AB_ROUNDS=${ROUNDS:-3} timeout $((${LIMIT:-240} - 40 - SECONDS)) python3 bench/experiments/schedule_ab.py \
     "$OUT/ab-small" small 30 base=tree=/tmp/base new= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
 rm -rf "$OUT/ab-small"
-for tool in memcheck racecheck; do
-    COPPELIUS_TC_CUBIN=/tmp/new.cubin timeout 20 compute-sanitizer --tool $tool --report-api-errors no \
-        "${tests[@]}" -k "test_attention and not models and not rtx3090 and not sharp" > "$OUT/$tool.txt" 2>&1
-    echo "== $tool ($SECONDS s)"; tail -1 "$OUT/$tool.txt"
-done
+tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" 20 memcheck racecheck

@@ -43,20 +43,33 @@ alone() {
         done
     fi | tee "$OUT/alone.txt" | grep -E "^1 |same bits|rror"
 }
+# tc_tests CUBIN FILTER [SECONDS]: test_tensor_cores_gpu.py's tests matching FILTER (pytest -k) on CUBIN; the log is
+# $OUT/tests.txt, its tail printed here. Returns 1 if a test failed or none passed.
+tc_tests() {
+    COPPELIUS_TC_CUBIN=$1 timeout ${3:-200} python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q \
+        -p no:cacheprovider -k "$2" > "$OUT/tests.txt" 2>&1
+    echo "== tensor-core tests ($SECONDS s)"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
+    grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt"
+}
+# tc_sanitized CUBIN FILTER SECONDS TOOL...: each compute-sanitizer TOOL on the tests matching FILTER on CUBIN; the
+# logs are $OUT/TOOL.txt, their last lines printed here.
+tc_sanitized() {
+    local cubin=$1 filter=$2 seconds=$3 tool
+    shift 3
+    for tool in "$@"; do
+        COPPELIUS_TC_CUBIN=$cubin timeout $seconds compute-sanitizer --tool $tool --report-api-errors no \
+            python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider -k "$filter" \
+            > "$OUT/$tool.txt" 2>&1
+        echo "== $tool ($SECONDS s)"; tail -1 "$OUT/$tool.txt"
+    done
+}
 # matmul_checks NAME SHAPES SANITIZED ROUNDS (after unpatched_cubins): /tmp/NAME.cubin's matmul tensor-core tests
 # (SHAPES: test ids joined by "or"; empty: all of them), memcheck and racecheck at SANITIZED, then small's step A/B,
 # /tmp/base against this tree (schedule_ab.py, ROUNDS rounds); each log under $OUT and its tail here. Returns 1,
 # before the sanitizers, if a test failed.
 matmul_checks() {
-    local tests=(python3 -m pytest -m gpu tests/gpu/test_tensor_cores_gpu.py -q -p no:cacheprovider)
-    COPPELIUS_TC_CUBIN=/tmp/$1.cubin timeout 200 "${tests[@]}" -k "test_matmul${2:+ and ($2)}" > "$OUT/tests.txt" 2>&1
-    echo "== tensor-core tests"; grep -E "^E .*Error|passed|failed" "$OUT/tests.txt" | tail -4
-    grep -q " passed" "$OUT/tests.txt" && ! grep -q "failed" "$OUT/tests.txt" || return 1
-    for tool in memcheck racecheck; do
-        COPPELIUS_TC_CUBIN=/tmp/$1.cubin timeout 90 compute-sanitizer --tool $tool --report-api-errors no \
-            "${tests[@]}" -k "test_matmul and ($3)" > "$OUT/$tool.txt" 2>&1
-        echo "== $tool"; tail -1 "$OUT/$tool.txt"
-    done
+    tc_tests /tmp/$1.cubin "test_matmul${2:+ and ($2)}" || return 1
+    tc_sanitized /tmp/$1.cubin "test_matmul and ($3)" 90 memcheck racecheck
     AB_ROUNDS=$4 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base \
         "$1=" 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
     rm -rf "$OUT/ab-small"

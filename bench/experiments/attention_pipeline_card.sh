@@ -16,12 +16,6 @@ cubin /tmp/base /tmp/base.cubin & cubin /tmp/one /tmp/one.cubin & cubin . /tmp/n
 tc_tests /tmp/new.cubin attention || exit 1
 AB_ROUNDS=2 timeout 150 python3 bench/experiments/attention_backward_ab.py /tmp/base.cubin /tmp/one.cubin \
     /tmp/new.cubin 2>&1 | tee "$OUT/alone.txt" | grep -E "forward|rror" | head -12
-ab() {  # ab MODEL ROUNDS
-    echo "== $1 ($SECONDS s)"
-    AB_ROUNDS=$2 timeout $((${LIMIT:-570} - SECONDS)) python3 bench/experiments/schedule_ab.py "$OUT/ab-$1" $1 30 \
-        base=tree=/tmp/base one=tree=/tmp/one new= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-$1.log"
-    rm -rf "$OUT/ab-$1"
-}
-ab small ${ROUNDS:-3}
+step_ab small ${ROUNDS:-3} $((${LIMIT:-570} - SECONDS)) base=tree=/tmp/base one=tree=/tmp/one new=
 tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090" 60 memcheck racecheck synccheck
-ab tiny 2
+step_ab tiny 2 $((${LIMIT:-570} - SECONDS)) base=tree=/tmp/base one=tree=/tmp/one new=

@@ -15,8 +15,5 @@ for side in base new; do
     (cd $tree && AB_ROUNDS=1 PYTHONPATH=/tmp/site:$tree timeout 60 python3 bench/experiments/attention_backward_ab.py \
         /tmp/$side.cubin 2>&1) | tee -a "$OUT/alone.txt" | grep -E "forward|B=|rror" | sed "s/^/$side: /"
 done
-echo "== small ($SECONDS s)"
-AB_ROUNDS=${ROUNDS:-3} timeout $((${LIMIT:-240} - 40 - SECONDS)) python3 bench/experiments/schedule_ab.py \
-    "$OUT/ab-small" small 30 base=tree=/tmp/base new= 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
-rm -rf "$OUT/ab-small"
+step_ab small ${ROUNDS:-3} $((${LIMIT:-240} - 40 - SECONDS)) base=tree=/tmp/base new=
 tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" 20 memcheck racecheck

@@ -63,6 +63,17 @@ tc_sanitized() {
         echo "== $tool ($SECONDS s)"; tail -1 "$OUT/$tool.txt"
     done
 }
+# step_ab MODEL ROUNDS SECONDS VARIANT...: MODEL's step A/B of the variants (schedule_ab.py's NAME=[tree=PATH,]...,
+# 30 steps, ROUNDS rounds, at most SECONDS), each round's line printed here and kept in $OUT/ab-MODEL.log; the runs'
+# trees are removed.
+step_ab() {
+    local model=$1 rounds=$2 seconds=$3
+    shift 3
+    echo "== $model ($SECONDS s)"
+    AB_ROUNDS=$rounds timeout $seconds python3 bench/experiments/schedule_ab.py "$OUT/ab-$model" $model 30 "$@" 2>&1 |
+        grep -E "^round|rror|Traceback" | tee "$OUT/ab-$model.log"
+    rm -rf "$OUT/ab-$model"
+}
 # matmul_checks NAME SHAPES SANITIZED ROUNDS (after unpatched_cubins): /tmp/NAME.cubin's matmul tensor-core tests
 # (SHAPES: test ids joined by "or"; empty: all of them), memcheck and racecheck at SANITIZED, then small's step A/B,
 # /tmp/base against this tree (schedule_ab.py, ROUNDS rounds); each log under $OUT and its tail here. Returns 1,
@@ -70,9 +81,7 @@ tc_sanitized() {
 matmul_checks() {
     tc_tests /tmp/$1.cubin "test_matmul${2:+ and ($2)}" || return 1
     tc_sanitized /tmp/$1.cubin "test_matmul and ($3)" 90 memcheck racecheck
-    AB_ROUNDS=$4 timeout 200 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base \
-        "$1=" 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
-    rm -rf "$OUT/ab-small"
+    step_ab small $4 200 base=tree=/tmp/base "$1="
 }
 # ncu_kernel KERNEL COMMAND...: KERNEL's first launch in COMMAND under `ncu --set full`; the report, the log and the
 # SASS source page stay in /tmp/ncu (a call returns 8 files at most), the details page goes to $OUT/KERNEL.txt with

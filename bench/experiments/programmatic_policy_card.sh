@@ -25,9 +25,6 @@ sed -i "s/^$rule\$/    return grid_blocks(before) + grid_blocks(grid) <= sm_coun
 grep -h "^PROGRAMMATIC" /tmp/none/coppelius/formats/geometry.py /tmp/every/coppelius/formats/geometry.py
 grep -c "return grid_blocks(before) + grid_blocks(grid) <= sm_count" /tmp/fit/coppelius/formats/geometry.py || exit 1
 for model in small tiny; do
-    echo "== $model ($SECONDS s)"
-    AB_ROUNDS=2 timeout $((${LIMIT:-450} - SECONDS)) python3 bench/experiments/schedule_ab.py "$OUT/ab-$model" $model \
-        30 base=tree=/tmp/base none=tree=/tmp/none every=tree=/tmp/every fit=tree=/tmp/fit 2>&1 |
-        grep -E "^round|rror|Traceback" | tee "$OUT/ab-$model.log"
-    rm -rf "$OUT/ab-$model"
+    step_ab $model 2 $((${LIMIT:-450} - SECONDS)) base=tree=/tmp/base none=tree=/tmp/none every=tree=/tmp/every \
+        fit=tree=/tmp/fit
 done

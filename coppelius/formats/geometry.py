@@ -33,7 +33,8 @@ attention: 128 threads (4 warps). forward: one block per 64 query rows per (head
 backward: two blocks per 64-row tile per (head, batch), one for the keys (dk, dv), one for the
 queries (dq). hs = C / NH is padded to HSP in {16, 32, 64, 128}; hs > 128 is not supported. On the
 WGMMA_ARCHS a head-size-64 key block double-buffers its query tiles (64.5 KiB, opted in; three blocks an SM), and
-a head-size-64 forward block loads its K/V tiles two ahead (ATTENTION_FORWARD_STAGES; 56 KiB, still four an SM).
+a head-size-64 forward block loads its K/V tiles two ahead (ATTENTION_FORWARD_STAGES; 56 KiB, still four an SM),
+and its launch is ATTENTION_FORWARD_RESIDENT blocks that take the (query tile, head, batch) items in turn.
 """
 
 from fractions import Fraction
@@ -108,6 +109,10 @@ SPLIT_BLOCKS = 2 * MATMUL_BIG_TILES  # blocks a split weight gradient aims for (
 ATTENTION_THREADS = 128  # threads per attention block (attention.cuh: AT_THREADS)
 ATTENTION_ROWS = 64      # query rows of a forward or backward query block, keys of a backward key block (AT_BR)
 ATTENTION_FORWARD_STAGES = 3  # K/V stages of the wgmma forward at head size 64 (attention.cuh: COPTC_ATTN_FWD_STAGES)
+# blocks of a resident wgmma forward at head size 64 (attention.cuh: at_items): the largest prime below its four
+# blocks an SM on a 132-SM card (a fixed number, not a device query), so that each block's items go round every
+# query tile of a head, the longest first, and the blocks' work evens out
+ATTENTION_FORWARD_RESIDENT = 523
 
 WGMMA_ARCHS = ("sm_90",)         # the archs compiled with wgmma (sm_90a): their kernels take its paths
 # The archs whose training step fuses the loss's statistics into the lm head (lm_head_leaves_stats), where its wide
@@ -363,5 +368,8 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         hsp = head_padding(C // NH)
         tiles = max(1, _cdiv(T, ATTENTION_ROWS))
         x = tiles if kernel == "attention_forward" else 2 * tiles
-        return [x, NH, B], [ATTENTION_THREADS, 1, 1], attention_shared_bytes(kernel, hsp, arch)
+        shared = attention_shared_bytes(kernel, hsp, arch)
+        if kernel == "attention_forward" and arch in WGMMA_ARCHS and hsp == 64 and (C // NH) % 8 == 0 and C % 8 == 0:
+            return [min(x * NH * B, ATTENTION_FORWARD_RESIDENT), 1, 1], [ATTENTION_THREADS, 1, 1], shared
+        return [x, NH, B], [ATTENTION_THREADS, 1, 1], shared
     raise KeyError(f"{kernel} is not a tensor-core kernel")

@@ -208,6 +208,26 @@ def test_wide_tiles_only_where_the_arch_has_wgmma_and_the_launch_half_a_wave_of_
     assert tc("matmul_backward_weight", {"N": 512, "C": 256, "OC": 8448}, "sm_90") == ([528, 1, 1], [256, 1, 1], 49152)
 
 
+def test_attention_forward_blocks_stay_resident_only_on_the_wgmma_path():
+    tc, resident = geometry.tensor_core_geometry, geometry.ATTENTION_FORWARD_RESIDENT
+    small, gpt2 = {"B": 64, "T": 256, "C": 384, "NH": 6}, {"B": 32, "T": 1024, "C": 768, "NH": 12}
+    shared = geometry.attention_shared_bytes("attention_forward", 64, "sm_90")
+    # head size 64 on sm_90a: a prime number of blocks (no two of a head's query tiles always on one block), at most
+    # four an SM on 132 SMs, taking small's 4 x 6 x 64 and gpt2's 16 x 12 x 32 items in turn
+    assert resident == 523 and all(resident % d for d in range(2, 23)) and resident <= 4 * 132
+    assert tc("attention_forward", small, "sm_90") == ([resident, 1, 1], [128, 1, 1], shared)
+    assert tc("attention_forward", gpt2, "sm_90") == ([resident, 1, 1], [128, 1, 1], shared)
+    # fewer items than that: a block an item
+    assert tc("attention_forward", {**small, "B": 2}, "sm_90")[0] == [4 * 6 * 2, 1, 1]
+    # elsewhere a block an item in (query tile, head, batch): other archs, other head sizes, a C or head size that
+    # leaves the 16-byte loads out (the resident loop has no room for the element-wise loads' call)
+    assert tc("attention_forward", small, "sm_86")[0] == [4, 6, 64]
+    assert tc("attention_forward", small, "sm_121")[0] == [4, 6, 64]
+    assert tc("attention_forward", {**small, "C": 768, "NH": 6}, "sm_90")[0] == [4, 6, 64]  # head size 128
+    assert tc("attention_forward", {**small, "C": 360, "NH": 6}, "sm_90")[0] == [4, 6, 64]  # head size 60
+    assert tc("attention_backward", small, "sm_90")[0] == [8, 6, 64]
+
+
 def test_geometry_of_the_gpt2_launches():
     s = {"B": 32, "T": 1024, "C": 768, "Vp": 50304, "N": 32768, "V": 50257}
     assert geometry.geometry("encoder_backward", s) == ([6288 + 128, 3, 1], [256, 1, 1], 0)

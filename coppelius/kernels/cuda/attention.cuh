@@ -361,11 +361,46 @@ __device__ __forceinline__ float at_dot(const __half* __restrict__ a, const __ha
     return s;
 }
 
+// 1 / x, rounded as the IEEE division rounds it, for a normal x not near the exponent's ends: the compiler's fast
+// path (MUFU.RCP, then one Newton step on FMAs) without its CALL to the slow path (zeros, denormals, infinities),
+// which would sit between two items' wgmma (ptxas C7510: every wgmma serialized). x = 0 (a row past T, never
+// stored) gives NaN where the division gives inf.
+__device__ __forceinline__ float at_rcp(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return fmaf(fmaf(-x, r, 1.f), r, r);
+}
+
+// A launch's items (x, h, b) of its one-item-a-block grid (nx, NH, B), taken by the blocks in turn: block i (its
+// index in that grid's order, x fastest) does items i, i + blocks, ... So the full grid runs one item a block, and a
+// resident grid (formats/geometry.py: ATTENTION_FORWARD_RESIDENT, a prime number of blocks, so that each block's
+// items go round every x of a head: the x are the longest first) runs several a block without a launch's wave
+// boundaries, the same computation of each item in the same thread: the same bits.
+template <typename Body>
+__device__ __forceinline__ void at_items(int nx, int NH, int B, Body&& body) {
+    const int blocks = gridDim.x * gridDim.y * gridDim.z;
+    const int first = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    // item i is (i % nx, i / nx % NH, i / (nx NH)); divided once here, then stepped by adds: a division between two
+    // items' products is a call, across which ptxas serializes every wgmma of the kernel (C7510)
+    int x = first % nx, h = first / nx % NH, b = first / (nx * NH);
+    const int dx = blocks % nx, dh = blocks / nx % NH, db = blocks / (nx * NH);
+    for (bool later = false; b < B; later = true) {
+        if (later) __syncthreads();  // every warp is done with the item before's shared tiles
+        body(x, h, b);
+        x += dx, h += dh, b += db;
+        if (x >= nx) x -= nx, ++h;
+        if (h >= NH) h -= NH, ++b;
+    }
+}
+
 // ------------------------------------------------------------------------------------- forward
 
-template <int HSP>
+// RESIDENT: the instance at_items loops over, with no call inside (ptxas C7510): the caller has checked that the
+// 16-byte loads apply (no element-wise call), and 1 / l is at_rcp (no division's slow path)
+template <int HSP, bool RESIDENT = false>
 __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* __restrict__ lse,
-                                              const __half* __restrict__ qkv, int B, int T, int C, int NH) {
+                                              const __half* __restrict__ qkv, int x, int h, int b, int T, int C,
+                                              int NH) {
     constexpr int BR = AT_BR, BC = AttnTiles<HSP>::FWD_BC, KT = HSP / 16, NKV = BC / 8, ND = HSP / 8;
     constexpr bool WG = AT_WGMMA && HSP == 64;
     extern __shared__ __align__(1024) unsigned char coptc_smem[];
@@ -375,16 +410,15 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
     __half* sV = sK + STAGES * BC * HSP;   // [STAGES][BC][HSP]
 
     const int hs = C / NH;
-    const int b = blockIdx.z, h = blockIdx.y;
     const int nq = (T + BR - 1) / BR;
-    const int qt = nq - 1 - (int)blockIdx.x;  // the longest rows first
+    const int qt = nq - 1 - x;  // the longest rows first
     const int q0 = qt * BR;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const size_t rs = (size_t)3 * C;
     const __half* gq = qkv + (size_t)b * T * rs + (size_t)h * hs;
     const __half* gk = gq + C;
     const __half* gv = gq + 2 * C;
-    const bool vec = (hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv);
+    const bool vec = RESIDENT || ((hs % 8) == 0 && (C % 8) == 0 && aligned16(qkv));
     const float sc = rsqrtf((float)hs) * LOG2E;  // scores in log2 units
 
     const int last = min(q0 + BR, T) - 1;
@@ -495,7 +529,7 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
     for (int r = 0; r < 2; ++r) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = 1.f / l[r];
+        inv[r] = RESIDENT ? at_rcp(l[r]) : 1.f / l[r];
     }
     // out = o / l, row by row: scale each row's accumulators before the shared store routine
 #pragma unroll
@@ -519,8 +553,9 @@ __device__ __forceinline__ void attn_fwd_tile(__half* __restrict__ out, float* _
 // One function per head size keeps each one's registers to itself. sm_90a's HSP 64 path is inlined
 // into the kernel instead: a wgmma pipeline that crosses a call is serialized (ptxas C7510).
 template <int HSP>
-__device__ __noinline__ void attn_fwd(__half* out, float* lse, const __half* qkv, int B, int T, int C, int NH) {
-    attn_fwd_tile<HSP>(out, lse, qkv, B, T, C, NH);
+__device__ __noinline__ void attn_fwd(__half* out, float* lse, const __half* qkv, int x, int h, int b, int T, int C,
+                                     int NH) {
+    attn_fwd_tile<HSP>(out, lse, qkv, x, h, b, T, C, NH);
 }
 
 }  // namespace coptc
@@ -532,12 +567,22 @@ extern "C" __global__ void __launch_bounds__(128, COPTC_ATTN_FWD_MIN_BLOCKS)
     cpl::grid_dependency();
     if (T <= 0 || NH <= 0) return;
     const int hs = C / NH;
-    if (hs <= 16) coptc::attn_fwd<16>(out, lse, qkv, B, T, C, NH);
-    else if (hs <= 32) coptc::attn_fwd<32>(out, lse, qkv, B, T, C, NH);
-    else if (hs <= 64) {
-        if constexpr (coptc::AT_WGMMA) coptc::attn_fwd_tile<64>(out, lse, qkv, B, T, C, NH);
-        else coptc::attn_fwd<64>(out, lse, qkv, B, T, C, NH);
+    const int nq = (T + coptc::AT_BR - 1) / coptc::AT_BR;
+    if (coptc::AT_WGMMA && hs > 32 && hs <= 64 && hs % 8 == 0 && C % 8 == 0 && coptc::aligned16(qkv)) {
+        coptc::at_items(nq, NH, B, [=](int x, int h, int b) {
+            if constexpr (coptc::AT_WGMMA) coptc::attn_fwd_tile<64, true>(out, lse, qkv, x, h, b, T, C, NH);
+        });
+        return;
     }
-    else coptc::attn_fwd<128>(out, lse, qkv, B, T, C, NH);
+    // a block an item: geometry.py gives a resident grid (fewer blocks than items) only to the path above
+    if ((long long)gridDim.x * gridDim.y * gridDim.z < (long long)nq * NH * B) __trap();
+    const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    if (hs <= 16) coptc::attn_fwd<16>(out, lse, qkv, x, h, b, T, C, NH);
+    else if (hs <= 32) coptc::attn_fwd<32>(out, lse, qkv, x, h, b, T, C, NH);
+    else if (hs <= 64) {
+        if constexpr (coptc::AT_WGMMA) coptc::attn_fwd_tile<64>(out, lse, qkv, x, h, b, T, C, NH);
+        else coptc::attn_fwd<64>(out, lse, qkv, x, h, b, T, C, NH);
+    }
+    else coptc::attn_fwd<128>(out, lse, qkv, x, h, b, T, C, NH);
 }
 #endif  // COPPELIUS_TC_ATTENTION

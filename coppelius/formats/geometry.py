@@ -369,6 +369,8 @@ def tensor_core_geometry(kernel: str, scalars: dict, arch: str = "any") -> tuple
         tiles = max(1, _cdiv(T, ATTENTION_ROWS))
         x = tiles if kernel == "attention_forward" else 2 * tiles
         shared = attention_shared_bytes(kernel, hsp, arch)
+        # the kernel checks the same, and qkv's 16-byte alignment (a plane's: 256 on every target); a resident grid
+        # that reached another path would trap
         if kernel == "attention_forward" and arch in WGMMA_ARCHS and hsp == 64 and (C // NH) % 8 == 0 and C % 8 == 0:
             return [min(x * NH * B, ATTENTION_FORWARD_RESIDENT), 1, 1], [ATTENTION_THREADS, 1, 1], shared
         return [x, NH, B], [ATTENTION_THREADS, 1, 1], shared

@@ -10,10 +10,6 @@ set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/attention_resident.patch new || exit 1
 tc_tests /tmp/new.cubin attention 120 || exit 1
-for side in base new; do
-    tree=$PWD; [ $side = base ] && tree=/tmp/base
-    (cd $tree && AB_ROUNDS=1 PYTHONPATH=/tmp/site:$tree timeout 60 python3 bench/experiments/attention_backward_ab.py \
-        /tmp/$side.cubin 2>&1) | tee -a "$OUT/alone.txt" | grep -E "forward|B=|rror" | sed "s/^/$side: /"
-done
+attention_alone base new
 step_ab small ${ROUNDS:-3} $((${LIMIT:-240} - 40 - SECONDS)) base=tree=/tmp/base new=
 tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" 20 memcheck racecheck

@@ -15,10 +15,6 @@ wait
 tc_tests /tmp/new.cubin attention 120 || exit 1
 cp "$OUT/tests.txt" "$OUT/tests-new.txt"
 tc_tests /tmp/pre.cubin attention 120 || exit 1
-for side in base new pre; do
-    tree=/tmp/$side; [ $side = new ] && tree=$PWD
-    (cd $tree && AB_ROUNDS=1 PYTHONPATH=/tmp/site:$tree timeout 60 python3 bench/experiments/attention_backward_ab.py \
-        /tmp/$side.cubin 2>&1) | tee -a "$OUT/alone.txt" | grep -E "forward|B=|rror" | sed "s/^/$side: /"
-done
+attention_alone base new pre
 step_ab small ${ROUNDS:-2} $((${LIMIT:-420} - 60 - SECONDS)) base=tree=/tmp/base new= pre=tree=/tmp/pre
 tc_sanitized /tmp/pre.cubin "test_attention and not models and not rtx3090 and not sharp" 20 memcheck racecheck

@@ -83,6 +83,19 @@ matmul_checks() {
     tc_sanitized /tmp/$1.cubin "test_matmul and ($3)" 90 memcheck racecheck
     step_ab small $4 200 base=tree=/tmp/base "$1="
 }
+# attention_alone NAME... (after the NAMEs' cubins, /tmp/NAME.cubin, are built): each NAME's attention forward and
+# backward alone (attention_backward_ab.py, one round) in a process of its own tree (/tmp/NAME where that is a folder,
+# else this one: each tree's own geometry); the log is $OUT/alone.txt, its times and errors printed here by NAME.
+attention_alone() {
+    local side tree
+    for side in "$@"; do
+        tree=$PWD
+        [ -d "/tmp/$side" ] && tree=/tmp/$side
+        (cd "$tree" && AB_ROUNDS=1 PYTHONPATH=/tmp/site:$tree timeout 60 python3 \
+            bench/experiments/attention_backward_ab.py "/tmp/$side.cubin" 2>&1) | tee -a "$OUT/alone.txt" |
+            grep -E "forward|B=|rror" | sed "s/^/$side: /"
+    done
+}
 # ncu_kernel KERNEL COMMAND...: KERNEL's first launch in COMMAND under `ncu --set full`; the report, the log and the
 # SASS source page stay in /tmp/ncu (a call returns 8 files at most), the details page goes to $OUT/KERNEL.txt with
 # its key counters printed here, and bench/ncu_hotspots.py's hottest instructions to $OUT/KERNEL-hotspots.txt.

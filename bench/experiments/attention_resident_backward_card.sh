@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Resident attention_backward blocks (sm_90a, head size 64): ATTENTION_BACKWARD_RESIDENT = 263 blocks (two an SM: the
+# kernel's register cap is 255, at which ptxas does not serialize the wgmma with both block kinds reachable from one
+# loop) taking the (x, head, batch) items in turn, key items first (attention_backward.cuh: at_bwd_items), against
+# the one-item-a-block grid at three blocks an SM. One lent-card call from the root of a tree with
+# bench/experiments/attention_resident_backward.patch applied, carry [".whl"] (~5 minutes warm; LIMIT default 300):
+# the attention tensor-core tests on the new cubin, each tree's attention alone, small's step A/B (the losses equal
+# to the bit), then memcheck and racecheck.
+set -u
+source "$(dirname "$0")/card_env.sh"
+unpatched_cubins bench/experiments/attention_resident_backward.patch new || exit 1
+tc_tests /tmp/new.cubin attention 120 || exit 1
+attention_alone base new
+step_ab small ${ROUNDS:-2} $((${LIMIT:-300} - 60 - SECONDS)) base=tree=/tmp/base new=
+tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" 25 memcheck racecheck

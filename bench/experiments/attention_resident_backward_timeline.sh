@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Why the resident attention_backward (two blocks an SM) lost ~0.38 ms of small's step where the kernel alone lost
+# ~13 us a layer (fifty-second session): small's step A/B of the tree without the patch, the patched one, and the
+# patched one with the edges into and out of its 263-block grid not programmatic; then small's timeline
+# (bench/timeline.py: each kernel's in-graph time) on the patched tree. One lent-card call from the root with
+# bench/experiments/attention_resident_backward.patch applied, carry [".whl"] (~5 minutes warm).
+set -u
+source "$(dirname "$0")/card_env.sh"
+tar -xJf .whl/timeline.tar.xz -C .
+unpatched bench/experiments/attention_resident_backward.patch || exit 1
+variant nopdl
+rule='^    if before is None or arch not in PROGRAMMATIC_ARCHS:'
+sed -i "s/$rule/    if before == [263, 1, 1] or grid == [263, 1, 1]:\\n        return False\\n&/" \
+    /tmp/nopdl/coppelius/formats/geometry.py
+grep -c "if before == \[263" /tmp/nopdl/coppelius/formats/geometry.py
+step_ab small 2 200 base=tree=/tmp/base new= nopdl=tree=/tmp/nopdl
+mkdir -p "$OUT/new"
+left=$((${LIMIT:-400} - SECONDS))
+echo "== timeline ($left s left)"
+[ $left -gt 50 ] && timeout $left python3 bench/timeline.py --models small --out "$OUT/new" > "$OUT/new/timeline.log" 2>&1
+tail -3 "$OUT"/new/timeline.log
+grep -E "^\| attention|^Median" "$OUT"/new/timeline-*.md

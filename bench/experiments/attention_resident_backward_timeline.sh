@@ -2,7 +2,7 @@
 # Why the resident attention_backward (two blocks an SM) lost ~0.38 ms of small's step where the kernel alone lost
 # ~13 us a layer (fifty-second session): small's step A/B of the tree without the patch, the patched one, and the
 # patched one with the edges into and out of its 263-block grid not programmatic, and the base with the resident
-# forward at 389 or 263 blocks (three or two an SM: does its grid crowd its neighbours?); then small's timeline
+# forward at 389 blocks (three an SM: does its grid crowd its neighbours?); then small's timeline
 # (bench/timeline.py: each kernel's in-graph time) on the patched tree. One lent-card call from the root with
 # bench/experiments/attention_resident_backward.patch applied, carry [".whl"] (~7 minutes warm).
 set -u
@@ -14,14 +14,14 @@ rule='^    if before is None or arch not in PROGRAMMATIC_ARCHS:'
 sed -i "s/$rule/    if before == [263, 1, 1] or grid == [263, 1, 1]:\\n        return False\\n&/" \
     /tmp/nopdl/coppelius/formats/geometry.py
 grep -c "if before == \[263" /tmp/nopdl/coppelius/formats/geometry.py
-# and the resident forward's grid at three and two blocks an SM (the base's backward): room beside its neighbours
-for blocks in 389 263; do
+# and the resident forward's grid at three blocks an SM (the base's backward): room beside its neighbours
+for blocks in 389; do
     rm -rf /tmp/fwd$blocks && cp -r /tmp/base /tmp/fwd$blocks &&
         sed -i "s/^ATTENTION_FORWARD_RESIDENT = 523/ATTENTION_FORWARD_RESIDENT = $blocks/" \
             /tmp/fwd$blocks/coppelius/formats/geometry.py
     grep -c "^ATTENTION_FORWARD_RESIDENT = $blocks" /tmp/fwd$blocks/coppelius/formats/geometry.py
 done
-step_ab small 2 240 base=tree=/tmp/base new= nopdl=tree=/tmp/nopdl fwd389=tree=/tmp/fwd389 fwd263=tree=/tmp/fwd263
+step_ab small 2 240 base=tree=/tmp/base new= nopdl=tree=/tmp/nopdl fwd389=tree=/tmp/fwd389
 mkdir -p "$OUT/new"
 left=$((${LIMIT:-400} - SECONDS))
 echo "== timeline ($left s left)"

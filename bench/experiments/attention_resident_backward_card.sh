@@ -8,8 +8,4 @@
 # to the bit), then memcheck and racecheck.
 set -u
 source "$(dirname "$0")/card_env.sh"
-unpatched_cubins bench/experiments/attention_resident_backward.patch new || exit 1
-tc_tests /tmp/new.cubin attention 120 || exit 1
-attention_alone base new
-step_ab small ${ROUNDS:-2} $((${LIMIT:-300} - 60 - SECONDS)) base=tree=/tmp/base new=
-tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" 25 memcheck racecheck
+attention_checks bench/experiments/attention_resident_backward.patch ${ROUNDS:-2} $((${LIMIT:-300} - 60 - SECONDS)) 25

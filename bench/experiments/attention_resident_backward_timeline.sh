@@ -9,11 +9,7 @@ set -u
 source "$(dirname "$0")/card_env.sh"
 tar -xJf .whl/timeline.tar.xz -C .
 unpatched bench/experiments/attention_resident_backward.patch || exit 1
-variant nopdl
-rule='^    if before is None or arch not in PROGRAMMATIC_ARCHS:'
-sed -i "s/$rule/    if before == [263, 1, 1] or grid == [263, 1, 1]:\\n        return False\\n&/" \
-    /tmp/nopdl/coppelius/formats/geometry.py
-grep -c "if before == \[263" /tmp/nopdl/coppelius/formats/geometry.py
+not_programmatic nopdl "[263, 1, 1]"
 # and the resident forward's grid at three blocks an SM (the base's backward): room beside its neighbours
 for blocks in 389; do
     rm -rf /tmp/fwd$blocks && cp -r /tmp/base /tmp/fwd$blocks &&

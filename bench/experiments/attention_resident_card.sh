@@ -8,8 +8,4 @@
 # losses equal to the bit if the forward's bits are).
 set -u
 source "$(dirname "$0")/card_env.sh"
-unpatched_cubins bench/experiments/attention_resident.patch new || exit 1
-tc_tests /tmp/new.cubin attention 120 || exit 1
-attention_alone base new
-step_ab small ${ROUNDS:-3} $((${LIMIT:-240} - 40 - SECONDS)) base=tree=/tmp/base new=
-tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" 20 memcheck racecheck
+attention_checks bench/experiments/attention_resident.patch ${ROUNDS:-3} $((${LIMIT:-240} - 40 - SECONDS)) 20

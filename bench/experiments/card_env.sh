@@ -96,6 +96,24 @@ attention_alone() {
             grep -E "forward|B=|rror" | sed "s/^/$side: /"
     done
 }
+# attention_checks PATCH ROUNDS SECONDS SANITIZER_SECONDS (from the root of a tree with PATCH applied): /tmp/base
+# without it, both trees' cubins, the attention tests on the patched one (stop if one failed), each tree's attention
+# alone, small's step A/B (ROUNDS rounds, at most SECONDS), then memcheck and racecheck on the attention tests.
+attention_checks() {
+    unpatched_cubins "$1" new || return 1
+    tc_tests /tmp/new.cubin attention 120 || return 1
+    attention_alone base new
+    step_ab small "$2" "$3" base=tree=/tmp/base new=
+    tc_sanitized /tmp/new.cubin "test_attention and not models and not rtx3090 and not sharp" "$4" memcheck racecheck
+}
+# not_programmatic NAME GRID: variant NAME with no programmatic edge into or out of a launch of GRID (a Python list,
+# e.g. [263, 1, 1]) in formats/geometry.py's rule; prints 1 if the rule took the change.
+not_programmatic() {
+    variant "$1" || return 1
+    sed -i "s/^    if before is None or arch not in PROGRAMMATIC_ARCHS:/    if before == $2 or grid == $2:\\n        return False\\n&/" \
+        "/tmp/$1/coppelius/formats/geometry.py"
+    grep -c "if before == \\$2" "/tmp/$1/coppelius/formats/geometry.py"
+}
 # ncu_kernel KERNEL COMMAND...: KERNEL's first launch in COMMAND under `ncu --set full`; the report, the log and the
 # SASS source page stay in /tmp/ncu (a call returns 8 files at most), the details page goes to $OUT/KERNEL.txt with
 # its key counters printed here, and bench/ncu_hotspots.py's hottest instructions to $OUT/KERNEL-hotspots.txt.

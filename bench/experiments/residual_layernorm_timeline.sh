@@ -11,11 +11,7 @@ source "$(dirname "$0")/card_env.sh"
 tar -xJf .whl/timeline.tar.xz -C .
 timeout 150 python3 bench/experiments/residual_layernorm_phases.py 2>&1 | tee "$OUT/phases.txt"
 unpatched bench/experiments/residual_layernorm.patch || exit 1
-variant nopdl
-rule='^    if before is None or arch not in PROGRAMMATIC_ARCHS:'
-sed -i "s/$rule/    if before == [128, 1, 1] or grid == [128, 1, 1]:\\n        return False\\n&/" \
-    /tmp/nopdl/coppelius/formats/geometry.py
-grep -c "if before == \[128" /tmp/nopdl/coppelius/formats/geometry.py
+not_programmatic nopdl "[128, 1, 1]"
 AB_ROUNDS=2 timeout 240 python3 bench/experiments/schedule_ab.py "$OUT/ab-small" small 30 base=tree=/tmp/base fused= \
     nopdl=tree=/tmp/nopdl 2>&1 | grep -E "^round|rror|Traceback" | tee "$OUT/ab-small.log"
 rm -rf "$OUT/ab-small"

@@ -8,4 +8,4 @@
 # equal between the two trees only if the bits are; they need not be), then memcheck and racecheck.
 set -u
 source "$(dirname "$0")/card_env.sh"
-attention_checks bench/experiments/attention_dq_turns.patch ${ROUNDS:-2} $((${LIMIT:-420} - 60 - SECONDS)) 40
+attention_checks ${PATCH:-bench/experiments/attention_dq_turns.patch} ${ROUNDS:-2} $((${LIMIT:-420} - 60 - SECONDS)) 40

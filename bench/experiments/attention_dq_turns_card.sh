@@ -6,13 +6,9 @@
 # applied, carry [".whl"] (~6 minutes warm; LIMIT default 420): the attention tensor-core tests on the new cubin
 # (stop if one fails: a hang is a turn never reached), each tree's attention alone, small's step A/B (the losses
 # equal between the two trees only if the bits are; they need not be), then memcheck and racecheck.
-# QUICK=1: only the tests and each tree's attention alone (~3 minutes warm). PATCH: another form's patch (the second,
-# attention_dq_turns2.patch: the sum loaded under the products into dq's registers, the turns moved a tile later).
+# ROUNDS=0: only the tests and each tree's attention alone (~3 minutes warm). PATCH: another form's patch (the
+# second, attention_dq_turns2.patch: the sum loaded under the products into dq's registers, the turns moved a tile
+# later).
 set -u
 source "$(dirname "$0")/card_env.sh"
-if [ -n "${QUICK:-}" ]; then
-    unpatched_cubins "${PATCH:-bench/experiments/attention_dq_turns.patch}" new && tc_tests /tmp/new.cubin attention 120 &&
-        attention_alone base new
-    exit
-fi
-attention_checks ${PATCH:-bench/experiments/attention_dq_turns.patch} ${ROUNDS:-2} $((${LIMIT:-420} - 60 - SECONDS)) 40
+attention_checks "${PATCH:-bench/experiments/attention_dq_turns.patch}" "${ROUNDS:-2}" $((${LIMIT:-420} - 60 - SECONDS)) 40

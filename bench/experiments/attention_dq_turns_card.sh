@@ -9,6 +9,8 @@
 # ROUNDS=0: only the tests and each tree's attention alone (~3 minutes warm). PATCH: another form's patch (the
 # second, attention_dq_turns2.patch: the sum loaded under the products into dq's registers, the turns moved a tile
 # later).
+# Measured and dropped (H100, 2026-12-07): both forms correct, slower than the base alone and in small's step;
+# docs/notes/gpu-speed.md, the fifty-third and fifty-fourth sessions, and bench/results/attention_dq_turns*.
 set -u
 source "$(dirname "$0")/card_env.sh"
 attention_checks "${PATCH:-bench/experiments/attention_dq_turns.patch}" "${ROUNDS:-2}" $((${LIMIT:-420} - 60 - SECONDS)) 40

@@ -4,6 +4,7 @@
 # variants of it whose dQ is wrong, only timed: `nowait` (no part waits for its turn or reads the sum: each writes
 # its part, fenced, and moves the turn), `noadd` (no part leaves the block but the last's fp16 rows); then the
 # patch's kernel under ncu at small's shape.
+# Measured (H100, 2026-12-07): bench/results/attention_dq_turns-2026-12-07-h100.txt; the form was dropped.
 set -u
 source "$(dirname "$0")/card_env.sh"
 unpatched_cubins bench/experiments/attention_dq_turns.patch new || exit 1
